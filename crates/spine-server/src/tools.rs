@@ -1,0 +1,241 @@
+//! The MCP tool surface: names, descriptions, annotations and schemas of SPEC "Tool
+//! annotations", each delegating to one service operation.
+
+use std::sync::Arc;
+
+use rmcp::handler::server::common::schema_for_type;
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolResult, Implementation, JsonObject, ServerCapabilities, ServerConfig,
+};
+use rmcp::{ServerHandler, tool, tool_handler, tool_router};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use spine_core::Error;
+use spine_service::args::{
+    DeleteAllArgs, IdArgs, ListMemoryArgs, ListScheduledArgs, ListTagsArgs, ScheduleMemoryArgs,
+    SearchMemoryArgs, SetVisibilityArgs, StoreMemoryArgs, UpdateMemoryArgs, parse_args,
+};
+use spine_service::views::{ListResult, MemoryView, SearchResult, Status, Stored, TagsResult};
+use spine_service::{Caller, Service};
+
+/// The input schema advertised for a tool: the typed argument struct's.
+fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+    schema_for_type::<T>()
+}
+
+/// Renders a service error as a tool error result: `{"error": {code, field, hint, message}}`
+/// as structured content and as a text block, with `isError: true`.
+pub fn error_result(e: &Error) -> CallToolResult {
+    let mut body = serde_json::Map::new();
+    body.insert("code".into(), json!(e.code.as_str()));
+    if let Some(field) = &e.field {
+        body.insert("field".into(), json!(field));
+    }
+    if let Some(hint) = e.hint {
+        body.insert("hint".into(), json!(hint.as_str()));
+    }
+    body.insert("message".into(), json!(e.message));
+    CallToolResult::structured_error(json!({ "error": body }))
+}
+
+/// The MCP server: one instance per session, all sharing one [`Service`].
+#[derive(Clone)]
+pub struct SpineMcp {
+    service: Service,
+    tool_router: ToolRouter<SpineMcp>,
+}
+
+impl SpineMcp {
+    /// A server over `service`.
+    pub fn new(service: Service) -> Self {
+        SpineMcp { service, tool_router: Self::tool_router() }
+    }
+
+    /// The caller of this request. Authentication arrives with the OIDC issue; until then
+    /// every caller is the anonymous bucket (SPEC Authentication 3).
+    fn caller(&self) -> Caller {
+        Caller::anonymous()
+    }
+
+    /// Parses `args` as `A`, runs `op` on a blocking thread, renders the outcome.
+    async fn run<A, R>(
+        &self,
+        args: JsonObject,
+        op: fn(&Service, &Caller, A) -> Result<R, Error>,
+    ) -> CallToolResult
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: Serialize + Send + 'static,
+    {
+        let service = self.service.clone();
+        let caller = self.caller();
+        let outcome = tokio::task::spawn_blocking(move || {
+            let a = parse_args::<A>(args)?;
+            op(&service, &caller, a)
+        })
+        .await;
+        let result = match outcome {
+            Ok(r) => r,
+            Err(join) => {
+                tracing::error!(error = %join, "tool task failed");
+                Err(Error::internal("the operation failed unexpectedly"))
+            }
+        };
+        match result.and_then(|r| {
+            serde_json::to_value(r).map_err(|e| Error::internal(format!("cannot encode result: {e}")))
+        }) {
+            Ok(value) => CallToolResult::structured(value),
+            Err(e) => {
+                if e.code == spine_core::ErrorCode::Internal {
+                    tracing::error!(error = %e, "tool failed");
+                }
+                error_result(&e)
+            }
+        }
+    }
+}
+
+#[tool_router(router = tool_router)]
+impl SpineMcp {
+    #[tool(
+        name = "store_memory",
+        description = "Persists a deliberate memory (not transient state, secrets or timestamps): a decision, preference, convention or gotcha worth recalling in a later session. Returns the new record's id and short_id.",
+        input_schema = input::<StoreMemoryArgs>(),
+        output_schema = schema_for_output::<Stored>(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn store_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::store_memory).await
+    }
+
+    #[tool(
+        name = "schedule_memory",
+        description = "Persists a memory that only applies within a time window: hidden from recall until not_before, dropped from recall at not_after (RFC 3339; at least one). Use for temporary freezes, upcoming changes, expiring workarounds. Returns id and short_id.",
+        input_schema = input::<ScheduleMemoryArgs>(),
+        output_schema = schema_for_output::<Stored>(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn schedule_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::schedule_memory).await
+    }
+
+    #[tool(
+        name = "search_memory",
+        description = "Finds the memories nearest in meaning to a natural-language query within a scope (or every readable scope with cross_spine). Call before deciding something the user or a past session may already have settled. Compact results by default (summary, no citations); full=true for everything. Archived, superseded, expired and scheduled records are hidden (counted in recall_gate_hidden).",
+        input_schema = input::<SearchMemoryArgs>(),
+        output_schema = schema_for_output::<SearchResult>(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn search_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::search_memory).await
+    }
+
+    #[tool(
+        name = "list_memory",
+        description = "Lists memories most recent first without a query: the session bootstrap. Page with next_cursor (or offset). Discoveries are never listed; hidden states are counted in recall_gate_hidden.",
+        input_schema = input::<ListMemoryArgs>(),
+        output_schema = schema_for_output::<ListResult>(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn list_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::list_memory).await
+    }
+
+    #[tool(
+        name = "list_scheduled",
+        description = "Lists your own windowed memories that recall is hiding: state=scheduled (not active yet, the default), expired (window ended) or all. Only ever your own records.",
+        input_schema = input::<ListScheduledArgs>(),
+        output_schema = schema_for_output::<ListResult>(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn list_scheduled(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::list_scheduled).await
+    }
+
+    #[tool(
+        name = "get_memory",
+        description = "Fetches one record in full by id or short_id, in any state (archived, superseded, expired and scheduled included). Use when a recall result's summary is not enough.",
+        input_schema = input::<IdArgs>(),
+        output_schema = schema_for_output::<MemoryView>(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn get_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::get_memory).await
+    }
+
+    #[tool(
+        name = "update_memory",
+        description = "Rewrites one of your memories in place: new content (re-embedded), and optionally tags (replace the set), summary, and shared. If you wrote the record's summary and change the content, send summary too. Prefer supersede_memory when the old fact was wrong and its history matters.",
+        input_schema = input::<UpdateMemoryArgs>(),
+        output_schema = schema_for_output::<Status>(),
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn update_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::update_memory).await
+    }
+
+    #[tool(
+        name = "delete_memory",
+        description = "Permanently deletes one of your records by id or short_id (rules included: the only way to retire one). Prefer archive when the user may want it back.",
+        input_schema = input::<IdArgs>(),
+        output_schema = schema_for_output::<Status>(),
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn delete_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::delete_memory).await
+    }
+
+    #[tool(
+        name = "delete_all",
+        description = "Permanently deletes every one of your own records in one scope (others' records are untouched). Only when the user asks to wipe a scope.",
+        input_schema = input::<DeleteAllArgs>(),
+        output_schema = schema_for_output::<Status>(),
+        annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn delete_all(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::delete_all).await
+    }
+
+    #[tool(
+        name = "set_visibility",
+        description = "Shares one of your records with every authenticated caller (shared=true) or makes it private again (shared=false). Sharing grants read only. Not for rules, which are always shared.",
+        input_schema = input::<SetVisibilityArgs>(),
+        output_schema = schema_for_output::<Status>(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn set_visibility(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::set_visibility).await
+    }
+
+    #[tool(
+        name = "list_tags",
+        description = "Lists the tags in use with how many recall-visible records carry each, most used first; use it to pick tag filters for search_memory and list_memory.",
+        input_schema = input::<ListTagsArgs>(),
+        output_schema = schema_for_output::<TagsResult>(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn list_tags(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::list_tags).await
+    }
+}
+
+/// What the server tells an agent at connection time.
+const INSTRUCTIONS: &str = "Spine is your long-term memory across sessions. At the start of \
+a session call list_memory for the scope (<run>:<tier>:<repo>) to load recent context; before \
+deciding something, search_memory for what was already settled. Store only deliberate, durable \
+knowledge (decisions, preferences, conventions, gotchas) with store_memory; never secrets or \
+transient state. Fetch a record in full with get_memory.";
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for SpineMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("spine", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+}

@@ -1,0 +1,337 @@
+//! Tool arguments as typed structs, and the one function that turns a JSON object into
+//! them with errors naming the offending `field` (SPEC Errors 1).
+//!
+//! The doc comments on fields become the descriptions in each tool's input schema.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use spine_core::{Citation, Error, Hint};
+
+/// Parses tool arguments: unknown keys are rejected (hint `unknown_field`: a typo such as
+/// `categoies` would otherwise silently widen a search), missing required keys get
+/// `required`, wrong types `invalid_type`, bad enum values `invalid_value`.
+pub fn parse_args<T: DeserializeOwned + JsonSchema>(args: Map<String, Value>) -> Result<T, Error> {
+    let schema = schemars::schema_for!(T);
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        let mut unknown: Vec<&String> = args.keys().filter(|k| !props.contains_key(*k)).collect();
+        unknown.sort();
+        if let Some(first) = unknown.first() {
+            let mut known: Vec<&String> = props.keys().collect();
+            known.sort();
+            return Err(Error::invalid(
+                first.as_str(),
+                Hint::UnknownField,
+                format!(
+                    "unknown argument {first:?}; this tool takes {}",
+                    known.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+    }
+    let value = Value::Object(args);
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        if let Some(name) = inner.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
+            let field = if path == "." { name.to_owned() } else { format!("{path}.{name}") };
+            return Error::invalid(field.clone(), Hint::Required, format!("{field} is required"));
+        }
+        let hint = if inner.contains("must be one of") { Hint::InvalidValue } else { Hint::InvalidType };
+        let field = if path == "." { String::from("arguments") } else { path };
+        Error::invalid(field.clone(), hint, format!("{field}: {inner}"))
+    })
+}
+
+/// serde default for optional booleans.
+fn default_false() -> bool {
+    false
+}
+
+/// Arguments of store_memory.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct StoreMemoryArgs {
+    /// The memory text (also what is embedded for semantic search). One deliberate fact,
+    /// decision, preference, convention or gotcha; never secrets or transient state.
+    pub content: String,
+    /// Scope `<run>:<tier>:<repo>`, e.g. `myteam:project:spine`.
+    pub scope: String,
+    /// `user-said` (the user stated it) or `agent-inferred` (you derived it).
+    pub source: String,
+    /// `decision`, `preference`, `convention` or `gotcha`.
+    pub category: String,
+    /// Free-form labels, used as AND filters in search_memory / list_memory.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Repository name or URL.
+    #[serde(default)]
+    pub repo: Option<String>,
+    /// Workspace identifier.
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// Path to the git worktree.
+    #[serde(default)]
+    pub worktree_path: Option<String>,
+    /// Base directory of the project.
+    #[serde(default)]
+    pub base_dir: Option<String>,
+    /// Short human-readable summary shown in recall results instead of the content.
+    #[serde(default)]
+    pub summary: Option<String>,
+    /// Evidence backing the memory (at most 50). Never inferred by the server.
+    #[serde(default)]
+    pub citations: Option<Vec<Citation>>,
+}
+
+/// Arguments of schedule_memory: store_memory's plus a validity window.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ScheduleMemoryArgs {
+    /// The memory text (also what is embedded).
+    pub content: String,
+    /// Scope `<run>:<tier>:<repo>`.
+    pub scope: String,
+    /// `user-said` or `agent-inferred`.
+    pub source: String,
+    /// `decision`, `preference`, `convention` or `gotcha`.
+    pub category: String,
+    /// Free-form labels.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Repository name or URL.
+    #[serde(default)]
+    pub repo: Option<String>,
+    /// Workspace identifier.
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// Path to the git worktree.
+    #[serde(default)]
+    pub worktree_path: Option<String>,
+    /// Base directory of the project.
+    #[serde(default)]
+    pub base_dir: Option<String>,
+    /// Short human-readable summary.
+    #[serde(default)]
+    pub summary: Option<String>,
+    /// Evidence backing the memory (at most 50).
+    #[serde(default)]
+    pub citations: Option<Vec<Citation>>,
+    /// RFC 3339 time: hidden from recall until now is at or past it.
+    #[serde(default)]
+    pub not_before: Option<String>,
+    /// RFC 3339 time: dropped from recall once now is at or past it.
+    #[serde(default)]
+    pub not_after: Option<String>,
+}
+
+impl From<ScheduleMemoryArgs> for (StoreMemoryArgs, Option<String>, Option<String>) {
+    fn from(a: ScheduleMemoryArgs) -> Self {
+        (
+            StoreMemoryArgs {
+                content: a.content,
+                scope: a.scope,
+                source: a.source,
+                category: a.category,
+                tags: a.tags,
+                repo: a.repo,
+                workspace: a.workspace,
+                worktree_path: a.worktree_path,
+                base_dir: a.base_dir,
+                summary: a.summary,
+                citations: a.citations,
+            },
+            a.not_before,
+            a.not_after,
+        )
+    }
+}
+
+/// Arguments of search_memory.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct SearchMemoryArgs {
+    /// Natural-language query.
+    pub query: String,
+    /// Scope to search; required unless cross_spine is true.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// Number of results; 0 or omitted = 8; at most 1000.
+    #[serde(default)]
+    pub k: Option<u64>,
+    /// Only records carrying ALL of these tags.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Only records in ANY of these categories (any stored category, including `discovery`
+    /// and `rule`). Omitted: every category except discovery (use search_discovery).
+    #[serde(default)]
+    pub categories: Option<Vec<String>>,
+    /// RFC 3339: only records created at or after this time.
+    #[serde(default)]
+    pub created_after: Option<String>,
+    /// RFC 3339: only records created strictly before this time.
+    #[serde(default)]
+    pub created_before: Option<String>,
+    /// true returns every field including citations; default is the compact view.
+    #[serde(default = "default_false")]
+    pub full: bool,
+    /// true searches every scope you can read (scope is ignored).
+    #[serde(default = "default_false")]
+    pub cross_spine: bool,
+}
+
+/// Arguments of list_memory.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ListMemoryArgs {
+    /// Scope to list; required unless cross_spine is true.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// Page size; 0 or omitted = 20; at most 1000.
+    #[serde(default)]
+    pub limit: Option<u64>,
+    /// Only records carrying ALL of these tags.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Only records in ANY of these categories.
+    #[serde(default)]
+    pub categories: Option<Vec<String>>,
+    /// RFC 3339: only records created at or after this time.
+    #[serde(default)]
+    pub created_after: Option<String>,
+    /// RFC 3339: only records created strictly before this time.
+    #[serde(default)]
+    pub created_before: Option<String>,
+    /// next_cursor of the previous page; omit for the first page. Not with offset.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Number of records to skip; not with cursor.
+    #[serde(default)]
+    pub offset: Option<u64>,
+    /// true returns every field including citations.
+    #[serde(default = "default_false")]
+    pub full: bool,
+    /// true lists every scope you can read (scope is ignored).
+    #[serde(default = "default_false")]
+    pub cross_spine: bool,
+}
+
+/// Arguments of list_scheduled.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ListScheduledArgs {
+    /// Scope to list; required unless cross_spine is true.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// `scheduled` (default: not yet active), `expired` (window has ended) or `all`.
+    #[serde(default)]
+    pub state: Option<String>,
+    /// Page size; 0 or omitted = 20; at most 1000.
+    #[serde(default)]
+    pub limit: Option<u64>,
+    /// RFC 3339: only records created at or after this time.
+    #[serde(default)]
+    pub created_after: Option<String>,
+    /// RFC 3339: only records created strictly before this time.
+    #[serde(default)]
+    pub created_before: Option<String>,
+    /// true lists your records across every scope (scope is ignored).
+    #[serde(default = "default_false")]
+    pub cross_spine: bool,
+    /// next_cursor of the previous page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// Arguments of get_memory and delete_memory.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct IdArgs {
+    /// Record UUID or short_id (case-insensitive).
+    pub id: String,
+}
+
+/// Arguments of update_memory.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct UpdateMemoryArgs {
+    /// Record UUID or short_id.
+    pub id: String,
+    /// Replacement text (re-embedded when it changes). Send the current text to keep it.
+    pub content: String,
+    /// true = shared (readable by any authenticated caller), false = private; omit keeps.
+    #[serde(default)]
+    pub shared: Option<bool>,
+    /// Replaces the whole tag set; [] clears; omit keeps.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Replaces the summary; "" clears; omit keeps. Required when content changes on a
+    /// record whose summary you (the client) wrote.
+    #[serde(default)]
+    pub summary: Option<String>,
+}
+
+/// Arguments of delete_all.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct DeleteAllArgs {
+    /// Scope to clear (only your own records in it are deleted).
+    pub scope: String,
+}
+
+/// Arguments of set_visibility.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct SetVisibilityArgs {
+    /// Record UUID or short_id.
+    pub id: String,
+    /// true = readable by any authenticated caller; false = private.
+    pub shared: bool,
+}
+
+/// Arguments of list_tags.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ListTagsArgs {
+    /// Scope; omit for every scope you can read.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// Number of tags; 0 or omitted = 100; at most 1000.
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn unknown_argument_is_named() {
+        let e = parse_args::<ListTagsArgs>(obj(json!({"limt": 3}))).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("limt"));
+        assert_eq!(e.hint, Some(Hint::UnknownField));
+    }
+
+    #[test]
+    fn missing_required_argument_is_named() {
+        let e = parse_args::<IdArgs>(obj(json!({}))).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("id"));
+        assert_eq!(e.hint, Some(Hint::Required));
+    }
+
+    #[test]
+    fn wrong_type_names_the_path() {
+        let e = parse_args::<SearchMemoryArgs>(obj(json!({"query": "q", "k": "eight"}))).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("k"));
+        assert_eq!(e.hint, Some(Hint::InvalidType));
+        let e = parse_args::<SearchMemoryArgs>(obj(json!({"query": "q", "k": -1}))).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("k"));
+    }
+
+    #[test]
+    fn bad_citation_kind_names_the_entry() {
+        let e = parse_args::<StoreMemoryArgs>(obj(json!({
+            "content": "c", "scope": "a:b:c", "source": "user-said", "category": "decision",
+            "citations": [{"kind": "file", "ref": "a"}, {"kind": "blog", "ref": "b"}]
+        })))
+        .unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("citations[1].kind"));
+        assert_eq!(e.hint, Some(Hint::InvalidValue));
+    }
+}

@@ -1,0 +1,81 @@
+//! The operations of Spine, one function per tool, independent of any transport.
+//!
+//! Every operation takes the [`Caller`], its typed arguments (see [`args`]) and reads the
+//! time from the injected [`Clock`]; it returns a typed result (see [`views`]) or a
+//! [`spine_core::Error`] naming the offending field. MCP, the Connect API and the operator
+//! CLI are thin adapters over [`Service`].
+//!
+//! Key design decision: validation runs completely before anything is embedded or written,
+//! so a rejected call changes nothing (SPEC Errors), and the owner predicate is always the
+//! store's (an [`Access`]), never a filter applied afterwards.
+#![deny(missing_docs)]
+
+pub mod args;
+mod memory;
+pub mod rank;
+mod recall;
+pub mod views;
+
+use std::sync::Arc;
+
+use spine_core::{Clock, Error, Limits, ShortId};
+use spine_embed::Embedder;
+use spine_store::{Store, StoreError};
+
+pub use spine_core::Caller;
+pub use spine_store::Access;
+
+/// Most scopes a cross-spine call enumerates before reporting `scopes_truncated`.
+pub const SCOPE_CEILING: usize = 1000;
+
+/// The service: store, embedder, clock and limits, shared by every transport.
+#[derive(Clone)]
+pub struct Service {
+    store: Arc<dyn Store>,
+    embedder: Arc<dyn Embedder>,
+    clock: Arc<dyn Clock>,
+    limits: Limits,
+}
+
+impl Service {
+    /// Assembles a service.
+    pub fn new(
+        store: Arc<dyn Store>,
+        embedder: Arc<dyn Embedder>,
+        clock: Arc<dyn Clock>,
+        limits: Limits,
+    ) -> Self {
+        Service { store, embedder, clock, limits }
+    }
+
+    /// The configured limits.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Embeds one text with the configured embedder.
+    fn embed_one(&self, text: &str) -> Result<Vec<f32>, Error> {
+        let mut v = self.embedder.embed(&[text]).map_err(|e| {
+            tracing::error!(error = %e, "embedding failed");
+            Error::unavailable(format!("the embedding model failed: {e}"))
+        })?;
+        v.pop().ok_or_else(|| Error::internal("the embedder returned no vector"))
+    }
+
+    /// Mints a short id no record uses yet (50 random bits; a clash is rare, so retry).
+    fn mint_short_id(&self) -> Result<ShortId, Error> {
+        for _ in 0..16 {
+            let s = ShortId::mint();
+            if !self.store.short_id_taken(&s).map_err(store_error)? {
+                return Ok(s);
+            }
+        }
+        Err(Error::internal("could not mint a unique short_id"))
+    }
+}
+
+/// Maps a storage failure to an internal error, logging the detail.
+fn store_error(e: StoreError) -> Error {
+    tracing::error!(error = %e, "store failure");
+    Error::internal(format!("storage failure: {e}"))
+}

@@ -1,0 +1,317 @@
+//! Writes and single-record reads: store, schedule, get, update, delete, delete_all,
+//! set_visibility.
+
+use spine_core::limits::{
+    MAX_DISCOVERY_CONTENT_BYTES, MAX_RULE_CONTENT_BYTES, MAX_RULE_SUMMARY_BYTES,
+    check_citations, check_content_bytes, check_context,
+};
+use spine_core::{
+    Caller, Category, EpochSeconds, Error, Hint, IdRef, Memory, RecordId, SCHEMA_VERSION, Scope,
+    Source, SummarySource, Visibility, stamp_schema_version,
+};
+use spine_store::{Access, Embedding};
+
+use crate::args::{
+    DeleteAllArgs, IdArgs, ScheduleMemoryArgs, SetVisibilityArgs, StoreMemoryArgs,
+    UpdateMemoryArgs,
+};
+use crate::views::{MemoryView, Status, Stored};
+use crate::{Service, store_error};
+
+/// Removes duplicate tags, keeping the first occurrence's position.
+pub(crate) fn dedup_tags(tags: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    tags.into_iter().filter(|t| seen.insert(t.clone())).collect()
+}
+
+/// The content bound of a record's kind (SPEC Limits).
+fn content_limit(service: &Service, category: Category) -> usize {
+    match category {
+        Category::Discovery => MAX_DISCOVERY_CONTENT_BYTES,
+        Category::Rule => MAX_RULE_CONTENT_BYTES,
+        _ => service.limits().max_content_bytes,
+    }
+}
+
+/// SPEC store_rule: a rule's summary is one physical line of at most 256 bytes.
+fn check_rule_summary(summary: &str) -> Result<(), Error> {
+    if summary.trim().is_empty() {
+        return Err(Error::invalid("summary", Hint::Required, "a rule needs a one-line summary"));
+    }
+    if summary.contains(['\n', '\r']) {
+        return Err(Error::invalid("summary", Hint::MultiLine, "a rule summary is a single line"));
+    }
+    if summary.len() > MAX_RULE_SUMMARY_BYTES {
+        return Err(Error::invalid(
+            "summary",
+            Hint::TooLong,
+            format!("rule summary is {} bytes; at most {MAX_RULE_SUMMARY_BYTES}", summary.len()),
+        ));
+    }
+    Ok(())
+}
+
+fn not_found(input: &str) -> Error {
+    // SPEC Errors 2: echo only the caller's own input.
+    Error::not_found("id", format!("no memory {input:?} that you can access"))
+}
+
+impl Service {
+    /// Validates store_memory arguments into a new record (not yet embedded or written).
+    fn new_memory(&self, caller: &Caller, a: StoreMemoryArgs) -> Result<Memory, Error> {
+        self.limits().check_content(&a.content)?;
+        let scope = Scope::parse_memory("scope", &a.scope)?;
+        let source = Source::parse("source", &a.source)?;
+        let category = Category::parse("category", &a.category)?;
+        if !category.is_client_writable() {
+            let tool = if category == Category::Rule { "store_rule" } else { "store_discovery" };
+            return Err(Error::invalid(
+                "category",
+                Hint::InvalidValue,
+                format!("category {category} is set by the server; use {tool}"),
+            ));
+        }
+        let tags = dedup_tags(a.tags.unwrap_or_default());
+        self.limits().check_tags("tags", &tags)?;
+        let summary = a.summary.unwrap_or_default();
+        self.limits().check_summary(&summary)?;
+        let citations = a.citations.unwrap_or_default();
+        check_citations(&citations)?;
+        let mut context = [a.repo, a.workspace, a.worktree_path, a.base_dir].map(Option::unwrap_or_default);
+        for (field, value) in ["repo", "workspace", "worktree_path", "base_dir"].iter().zip(&context) {
+            check_context(field, value)?;
+        }
+        let [repo, workspace, worktree_path, base_dir] = std::mem::take(&mut context);
+        Ok(Memory {
+            id: RecordId::mint(),
+            short_id: self.mint_short_id()?,
+            content: a.content,
+            scope,
+            repo,
+            workspace,
+            worktree_path,
+            base_dir,
+            source,
+            category,
+            tags,
+            summary_source: if summary.is_empty() { SummarySource::None } else { SummarySource::Client },
+            summary,
+            summary_model: String::new(),
+            summary_egress_at: None,
+            actor: caller.actor().to_owned(),
+            owner: Some(caller.owner().to_owned()),
+            visibility: Visibility::Private,
+            created_at: self.clock.now(),
+            not_before: None,
+            not_after: None,
+            supersedes: vec![],
+            superseded_by: None,
+            archived_at: None,
+            access_count: 0,
+            last_accessed_at: None,
+            schema_version: SCHEMA_VERSION,
+            kind: None,
+            citations,
+        })
+    }
+
+    fn insert(&self, m: Memory) -> Result<Stored, Error> {
+        let vector = self.embed_one(&m.content)?;
+        let embedding = Embedding { model: self.embedder.model_id(), vector: &vector };
+        self.store.insert(&m, embedding).map_err(store_error)?;
+        Ok(Stored { id: m.id, short_id: m.short_id })
+    }
+
+    /// store_memory: persists a deliberate memory.
+    pub fn store_memory(&self, caller: &Caller, a: StoreMemoryArgs) -> Result<Stored, Error> {
+        let m = self.new_memory(caller, a)?;
+        self.insert(m)
+    }
+
+    /// schedule_memory: a memory with a validity window `[not_before, not_after)`.
+    pub fn schedule_memory(&self, caller: &Caller, a: ScheduleMemoryArgs) -> Result<Stored, Error> {
+        let (base, not_before, not_after) = a.into();
+        if base.category == Category::Discovery.as_str() {
+            return Err(Error::invalid(
+                "category",
+                Hint::InvalidValue,
+                "discovery records are not schedulable; use store_discovery",
+            ));
+        }
+        let parse = |field: &str, v: Option<String>| -> Result<Option<EpochSeconds>, Error> {
+            v.filter(|s| !s.is_empty())
+                .map(|s| {
+                    EpochSeconds::parse_rfc3339(&s).ok_or_else(|| {
+                        Error::invalid(
+                            field,
+                            Hint::MalformedTimestamp,
+                            format!("{field} must be an RFC 3339 time such as 2026-05-01T09:00:00Z; got {s:?}"),
+                        )
+                    })
+                })
+                .transpose()
+        };
+        let nb = parse("not_before", not_before)?;
+        let na = parse("not_after", not_after)?;
+        if nb.is_none() && na.is_none() {
+            return Err(Error::invalid(
+                "not_before",
+                Hint::Required,
+                "give not_before, not_after or both (use store_memory for a memory without a window)",
+            ));
+        }
+        check_window(nb, na)?;
+        let mut m = self.new_memory(caller, base)?;
+        m.not_before = nb;
+        m.not_after = na;
+        self.insert(m)
+    }
+
+    /// get_memory: the full record in any state; counts a strong-signal touch.
+    pub fn get_memory(&self, caller: &Caller, a: IdArgs) -> Result<MemoryView, Error> {
+        let id = IdRef::parse("id", &a.id)?;
+        let m = self
+            .store
+            .resolve(&Access::read(caller), &id)
+            .map_err(store_error)?
+            .ok_or_else(|| not_found(&a.id))?;
+        let now = self.clock.now();
+        self.store.touch(&m.id, now).map_err(store_error)?;
+        let mut m = m;
+        m.access_count += 1;
+        m.last_accessed_at = Some(now);
+        let states = spine_core::derive_states(&m, now);
+        Ok(MemoryView::new(m, states, true))
+    }
+
+    /// update_memory: owner-only replacement of content, tags, summary and sharing.
+    pub fn update_memory(&self, caller: &Caller, a: UpdateMemoryArgs) -> Result<Status, Error> {
+        let id = IdRef::parse("id", &a.id)?;
+        let owned = Access::owned(caller);
+        let mut m = self.store.resolve(&owned, &id).map_err(store_error)?.ok_or_else(|| not_found(&a.id))?;
+        let is_rule = m.category == Category::Rule;
+
+        let content_changed = a.content != m.content;
+        if content_changed {
+            check_content_bytes(&a.content, content_limit(self, m.category))?;
+        }
+        if a.shared.is_some() && is_rule {
+            return Err(Error::failed_precondition(
+                "shared",
+                Hint::RuleImmutable,
+                "a rule is always shared; its visibility cannot change",
+            ));
+        }
+        // SPEC Summary rules: a client-authored summary must be addressed when content changes.
+        if content_changed && m.summary_source == SummarySource::Client && a.summary.is_none() {
+            return Err(Error::invalid(
+                "summary",
+                Hint::SummaryNotAddressed,
+                "content changed on a record whose summary you wrote: send summary too \
+                 (unchanged to keep it, revised, or \"\" to clear it)",
+            ));
+        }
+        if let Some(summary) = &a.summary {
+            if is_rule {
+                check_rule_summary(summary)?;
+            } else {
+                self.limits().check_summary(summary)?;
+            }
+        }
+        let tags = a.tags.map(dedup_tags);
+        if let Some(tags) = &tags
+            && *tags != m.tags
+        {
+            self.limits().check_tags("tags", tags)?;
+        }
+
+        // Validation done: from here on nothing can be rejected for the caller's input.
+        let vector = if content_changed { Some(self.embed_one(&a.content)?) } else { None };
+        let now = self.clock.now();
+        if let Some(summary) = a.summary {
+            m.summary_source = if summary.is_empty() { SummarySource::None } else { SummarySource::Client };
+            m.summary = summary;
+            m.summary_model.clear();
+            m.summary_egress_at = None;
+        } else if content_changed && m.summary_source == SummarySource::Auto {
+            // An auto summary describes the old content; drop it so the sweep can redo it.
+            m.summary.clear();
+            m.summary_source = SummarySource::None;
+            m.summary_model.clear();
+            m.summary_egress_at = None;
+        }
+        m.content = a.content;
+        if let Some(tags) = tags {
+            m.tags = tags;
+        }
+        if let Some(shared) = a.shared {
+            m.visibility = if shared { Visibility::Shared } else { Visibility::Private };
+        }
+        m.access_count += 1;
+        m.last_accessed_at = Some(now);
+        m.schema_version = stamp_schema_version(m.schema_version);
+        let embedding =
+            vector.as_deref().map(|v| Embedding { model: self.embedder.model_id(), vector: v });
+        if !self.store.replace(&owned, &m, embedding).map_err(store_error)? {
+            return Err(not_found(&a.id));
+        }
+        Ok(Status { status: "updated".into(), deleted: None })
+    }
+
+    /// delete_memory: owner-only; rules included (the only way to retire one).
+    pub fn delete_memory(&self, caller: &Caller, a: IdArgs) -> Result<Status, Error> {
+        let id = IdRef::parse("id", &a.id)?;
+        let owned = Access::owned(caller);
+        let m = self.store.resolve(&owned, &id).map_err(store_error)?.ok_or_else(|| not_found(&a.id))?;
+        if !self.store.delete(&owned, &m.id).map_err(store_error)? {
+            return Err(not_found(&a.id));
+        }
+        Ok(Status { status: "deleted".into(), deleted: None })
+    }
+
+    /// delete_all: deletes only the caller's own records in one scope.
+    pub fn delete_all(&self, caller: &Caller, a: DeleteAllArgs) -> Result<Status, Error> {
+        let scope = Scope::parse("scope", &a.scope)?;
+        let n = self.store.delete_scope(&Access::owned(caller), &scope).map_err(store_error)?;
+        Ok(Status { status: "scope cleared".into(), deleted: Some(n) })
+    }
+
+    /// set_visibility: owner-only; no re-embedding; never on rules.
+    pub fn set_visibility(&self, caller: &Caller, a: SetVisibilityArgs) -> Result<Status, Error> {
+        let id = IdRef::parse("id", &a.id)?;
+        let owned = Access::owned(caller);
+        let mut m = self.store.resolve(&owned, &id).map_err(store_error)?.ok_or_else(|| not_found(&a.id))?;
+        if m.category == Category::Rule {
+            return Err(Error::failed_precondition(
+                "id",
+                Hint::RuleImmutable,
+                "a rule is always shared; its visibility cannot change",
+            ));
+        }
+        m.visibility = if a.shared { Visibility::Shared } else { Visibility::Private };
+        m.schema_version = stamp_schema_version(m.schema_version);
+        if !self.store.replace(&owned, &m, None).map_err(store_error)? {
+            return Err(not_found(&a.id));
+        }
+        Ok(Status { status: "visibility updated".into(), deleted: None })
+    }
+}
+
+/// SPEC schedule_memory: when both bounds are given, not_before must be strictly before
+/// not_after.
+pub(crate) fn check_window(nb: Option<EpochSeconds>, na: Option<EpochSeconds>) -> Result<(), Error> {
+    if let (Some(nb), Some(na)) = (nb, na)
+        && nb >= na
+    {
+        return Err(Error::invalid(
+            "not_after",
+            Hint::EmptyWindow,
+            format!(
+                "not_before ({}) must be strictly before not_after ({})",
+                nb.to_rfc3339(),
+                na.to_rfc3339()
+            ),
+        ));
+    }
+    Ok(())
+}

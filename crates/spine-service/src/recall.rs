@@ -1,0 +1,285 @@
+//! Recall: search_memory, list_memory, list_scheduled, list_tags — every one gated.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use spine_core::limits::{
+    DEFAULT_K, DEFAULT_LIST_LIMIT, DEFAULT_TAGS_LIMIT, MAX_QUERY_BYTES, resolve_page,
+};
+use spine_core::{Caller, Category, Error, Hint, RecordId, Scope, State, Timestamp};
+use spine_store::{Access, Cursor, Filter, Gate, ScopeFilter};
+
+use crate::args::{ListMemoryArgs, ListScheduledArgs, ListTagsArgs, SearchMemoryArgs};
+use crate::views::{
+    Coverage, GateHidden, ListResult, MemoryView, SearchResult, TagCountView, TagsResult,
+};
+use crate::{SCOPE_CEILING, Service, rank, store_error};
+
+/// `scope` is required unless `cross_spine` is true, in which case it is ignored.
+fn scope_filter(scope: Option<&str>, cross_spine: bool) -> Result<ScopeFilter, Error> {
+    if cross_spine {
+        return Ok(ScopeFilter::All);
+    }
+    match scope {
+        Some(s) if !s.is_empty() => Ok(ScopeFilter::One(Scope::parse("scope", s)?)),
+        _ => Err(Error::invalid("scope", Hint::Required, "scope is required unless cross_spine is true")),
+    }
+}
+
+fn parse_time(field: &str, v: Option<&str>) -> Result<Option<Timestamp>, Error> {
+    match v {
+        None | Some("") => Ok(None),
+        Some(s) => Timestamp::parse_rfc3339(s).map(Some).ok_or_else(|| {
+            Error::invalid(
+                field,
+                Hint::MalformedTimestamp,
+                format!("{field} must be an RFC 3339 time such as 2026-05-01T09:00:00Z; got {s:?}"),
+            )
+        }),
+    }
+}
+
+fn check_filter_tags(tags: &[String]) -> Result<(), Error> {
+    for (i, t) in tags.iter().enumerate() {
+        if t.trim().is_empty() {
+            return Err(Error::invalid(format!("tags[{i}]"), Hint::Blank, "a tag filter must not be blank"));
+        }
+    }
+    Ok(())
+}
+
+/// Opaque list cursor: the (created_at, id) of the last row returned.
+fn encode_cursor(c: Cursor) -> String {
+    URL_SAFE_NO_PAD.encode(format!("v1:{}:{}", c.created_at.as_micros(), c.id))
+}
+
+fn decode_cursor(s: &str) -> Result<Cursor, Error> {
+    let bad = || Error::invalid("cursor", Hint::MalformedCursor, "cursor must be a next_cursor value returned by this tool");
+    let raw = URL_SAFE_NO_PAD.decode(s).map_err(|_| bad())?;
+    let raw = String::from_utf8(raw).map_err(|_| bad())?;
+    let mut parts = raw.splitn(3, ':');
+    let (Some("v1"), Some(micros), Some(id)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    Ok(Cursor {
+        created_at: Timestamp::from_micros(micros.parse().map_err(|_| bad())?),
+        id: RecordId::parse(id).ok_or_else(bad)?,
+    })
+}
+
+impl Service {
+    /// Every readable scope a cross-spine call spans (SPEC search rule 2).
+    fn coverage(&self, access: &Access, kinds: &Filter) -> Coverage {
+        let mut f = Filter::new(ScopeFilter::All);
+        f.categories_any = kinds.categories_any.clone();
+        f.categories_none = kinds.categories_none.clone();
+        match self.store.scopes(access, &f, SCOPE_CEILING + 1) {
+            Ok(mut scopes) => {
+                let truncated = scopes.len() > SCOPE_CEILING;
+                scopes.truncate(SCOPE_CEILING);
+                Coverage { searched_scopes: Some(scopes), scopes_truncated: Some(truncated), scopes_unknown: None }
+            }
+            Err(e) => {
+                // SPEC search rule 3: the hits stand; say the coverage is unknown.
+                tracing::warn!(error = %e, "scope enumeration failed");
+                Coverage { searched_scopes: None, scopes_truncated: None, scopes_unknown: Some(true) }
+            }
+        }
+    }
+
+    /// search_memory: the k nearest recall-visible memories, dense + lexical ordering.
+    pub fn search_memory(&self, caller: &Caller, a: SearchMemoryArgs) -> Result<SearchResult, Error> {
+        if a.query.trim().is_empty() {
+            return Err(Error::invalid("query", Hint::Blank, "query must not be blank"));
+        }
+        if a.query.len() > MAX_QUERY_BYTES {
+            return Err(Error::invalid(
+                "query",
+                Hint::TooLong,
+                format!("query is {} bytes; at most {MAX_QUERY_BYTES}", a.query.len()),
+            ));
+        }
+        let scope = scope_filter(a.scope.as_deref(), a.cross_spine)?;
+        let k = resolve_page("k", a.k, DEFAULT_K)?;
+        let mut filter = Filter::new(scope);
+        filter.tags_all = a.tags.unwrap_or_default();
+        check_filter_tags(&filter.tags_all)?;
+        filter.categories_any = a.categories.unwrap_or_default();
+        if filter.categories_any.is_empty() {
+            // Discoveries are recalled on demand through search_discovery.
+            filter.categories_none = vec![Category::Discovery];
+        }
+        filter.created_after = parse_time("created_after", a.created_after.as_deref())?;
+        filter.created_before = parse_time("created_before", a.created_before.as_deref())?;
+
+        let query_vec = self.embed_one(&a.query)?;
+        let access = Access::read(caller);
+        let now = self.clock.now();
+        let candidates = self
+            .store
+            .candidates(&access, &filter, self.embedder.model_id(), now)
+            .map_err(store_error)?;
+        let mut scored: Vec<(f32, &spine_store::Candidate)> =
+            candidates.iter().map(|c| (spine_embed::cosine(&query_vec, &c.vector), c)).collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.id.cmp(&a.1.id)));
+
+        // SPEC search rule 4: among the k nearest of the ungated ordering, what did the gate hide?
+        let mut hidden = GateHidden::default();
+        for (_, c) in scored.iter().take(k) {
+            hidden.count(&c.states);
+        }
+
+        let pool: Vec<(f32, RecordId)> = scored
+            .iter()
+            .filter(|(_, c)| c.states.is_empty())
+            .take(rank::rerank_pool(k))
+            .map(|(s, c)| (*s, c.id))
+            .collect();
+        let ids: Vec<RecordId> = pool.iter().map(|(_, id)| *id).collect();
+        let records = self.store.get_many(&ids).map_err(store_error)?;
+        let qtokens = rank::tokens(&a.query);
+        let mut ranked: Vec<(f32, f32, spine_core::Memory)> = records
+            .into_iter()
+            .zip(pool.iter())
+            .map(|(m, (dense, _))| {
+                let lexical = rank::overlap(&qtokens, &rank::tokens(&m.content));
+                (rank::fused(*dense, lexical), *dense, m)
+            })
+            .collect();
+        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+        ranked.truncate(k);
+        let memories = ranked
+            .into_iter()
+            .map(|(_, dense, m)| {
+                let mut v = MemoryView::new(m, vec![], a.full);
+                v.score = (dense != 0.0).then_some(dense);
+                v
+            })
+            .collect();
+        let coverage = if a.cross_spine { self.coverage(&access, &filter) } else { Coverage::default() };
+        Ok(SearchResult { memories, coverage, recall_gate_hidden: Some(hidden) })
+    }
+
+    /// list_memory: most recent first, without discoveries (SPEC Discovery records).
+    pub fn list_memory(&self, caller: &Caller, a: ListMemoryArgs) -> Result<ListResult, Error> {
+        let scope = scope_filter(a.scope.as_deref(), a.cross_spine)?;
+        let limit = resolve_page("limit", a.limit, DEFAULT_LIST_LIMIT)?;
+        let cursor = a.cursor.as_deref().filter(|c| !c.is_empty());
+        if cursor.is_some() && a.offset.unwrap_or(0) > 0 {
+            return Err(Error::invalid(
+                "cursor",
+                Hint::MutuallyExclusive,
+                "give either cursor or offset, not both",
+            ));
+        }
+        let cursor = cursor.map(decode_cursor).transpose()?;
+        let offset = usize::try_from(a.offset.unwrap_or(0)).unwrap_or(usize::MAX);
+        let mut filter = Filter::new(scope);
+        filter.tags_all = a.tags.unwrap_or_default();
+        check_filter_tags(&filter.tags_all)?;
+        filter.categories_any = a.categories.unwrap_or_default();
+        filter.categories_none = vec![Category::Discovery];
+        filter.created_after = parse_time("created_after", a.created_after.as_deref())?;
+        filter.created_before = parse_time("created_before", a.created_before.as_deref())?;
+
+        let access = Access::read(caller);
+        let now = self.clock.now();
+        let mut rows = self
+            .store
+            .list(&access, &filter, Gate::ActiveAt(now), cursor, offset, limit + 1)
+            .map_err(store_error)?;
+        let more = rows.len() > limit;
+        rows.truncate(limit);
+        let next_cursor = match rows.last() {
+            Some(last) if more => encode_cursor(Cursor { created_at: last.created_at, id: last.id }),
+            _ => String::new(),
+        };
+        // SPEC list_memory: recall_gate_hidden covers the same page window, ungated.
+        let mut hidden = GateHidden::default();
+        for m in self.store.list(&access, &filter, Gate::Off, cursor, offset, limit).map_err(store_error)? {
+            hidden.count(&spine_core::derive_states(&m, now));
+        }
+        let memories = rows.into_iter().map(|m| MemoryView::new(m, vec![], a.full)).collect();
+        let coverage = if a.cross_spine { self.coverage(&access, &filter) } else { Coverage::default() };
+        Ok(ListResult { memories, next_cursor, coverage, recall_gate_hidden: Some(hidden) })
+    }
+
+    /// list_scheduled: the caller's own windowed records the gate is hiding.
+    pub fn list_scheduled(&self, caller: &Caller, a: ListScheduledArgs) -> Result<ListResult, Error> {
+        let scope = scope_filter(a.scope.as_deref(), a.cross_spine)?;
+        let limit = resolve_page("limit", a.limit, DEFAULT_LIST_LIMIT)?;
+        let now = self.clock.now();
+        let gate = match a.state.as_deref().unwrap_or("scheduled") {
+            "" | "scheduled" => Gate::ScheduledAt(now),
+            "expired" => Gate::ExpiredAt(now),
+            "all" => Gate::ScheduledOrExpiredAt(now),
+            other => {
+                return Err(Error::invalid(
+                    "state",
+                    Hint::InvalidValue,
+                    format!("state must be one of \"scheduled\", \"expired\", \"all\"; got {other:?}"),
+                ));
+            }
+        };
+        let cursor = a.cursor.as_deref().filter(|c| !c.is_empty()).map(decode_cursor).transpose()?;
+        let mut filter = Filter::new(scope);
+        filter.windowed_only = true;
+        filter.exclude_archived_superseded = true;
+        filter.created_after = parse_time("created_after", a.created_after.as_deref())?;
+        filter.created_before = parse_time("created_before", a.created_before.as_deref())?;
+        // SPEC Authentication 6: owner-only, even across scopes.
+        let access = Access::owned(caller);
+        let mut rows = self.store.list(&access, &filter, gate, cursor, 0, limit + 1).map_err(store_error)?;
+        let more = rows.len() > limit;
+        rows.truncate(limit);
+        let next_cursor = match rows.last() {
+            Some(last) if more => encode_cursor(Cursor { created_at: last.created_at, id: last.id }),
+            _ => String::new(),
+        };
+        let memories = rows
+            .into_iter()
+            .map(|m| {
+                let states: Vec<State> = spine_core::derive_states(&m, now);
+                let mut v = MemoryView::new(m, states, false);
+                v.content = v.content.take();
+                v
+            })
+            .collect();
+        let coverage = if a.cross_spine {
+            self.coverage(&access, &Filter::new(ScopeFilter::All))
+        } else {
+            Coverage::default()
+        };
+        Ok(ListResult { memories, next_cursor, coverage, recall_gate_hidden: None })
+    }
+
+    /// list_tags: tag counts over recall-visible readable records.
+    pub fn list_tags(&self, caller: &Caller, a: ListTagsArgs) -> Result<TagsResult, Error> {
+        let scope = a.scope.as_deref().filter(|s| !s.is_empty()).map(|s| Scope::parse("scope", s)).transpose()?;
+        let limit = resolve_page("limit", a.limit, DEFAULT_TAGS_LIMIT)?;
+        let now = self.clock.now();
+        let mut tags = self
+            .store
+            .tag_counts(&Access::read(caller), scope.as_ref(), Gate::ActiveAt(now), limit + 1)
+            .map_err(store_error)?;
+        let more = tags.len() > limit;
+        tags.truncate(limit);
+        Ok(TagsResult {
+            tags: tags.into_iter().map(|t| TagCountView { tag: t.tag, count: t.count }).collect(),
+            more,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursor_round_trips_and_rejects_forgeries() {
+        let c = Cursor { created_at: Timestamp::from_micros(42), id: RecordId::mint() };
+        assert_eq!(decode_cursor(&encode_cursor(c)).unwrap(), c);
+        let e = decode_cursor("not-a-cursor").unwrap_err();
+        assert_eq!(e.hint, Some(Hint::MalformedCursor));
+        assert_eq!(e.field.as_deref(), Some("cursor"));
+    }
+}

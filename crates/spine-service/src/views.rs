@@ -1,0 +1,324 @@
+//! What recall and get return: the compact and full views of a record, and result shapes.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use spine_core::{
+    Category, Citation, DiscoveryKind, EpochSeconds, Memory, RecordId, Scope, ShortId, Source,
+    State, SummarySource, Timestamp, Visibility,
+};
+
+/// Characters of content a compact view carries when a record has no summary.
+pub const COMPACT_CONTENT_CHARS: usize = 280;
+
+/// A record as a tool returns it.
+///
+/// Compact (default): identity, scope, category, source, tags, created_at, the summary —
+/// or, when there is none, the content cut to 280 characters (`content_truncated` says so)
+/// — `states` and `score`. Full (`full=true`, get_memory): every stored field.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct MemoryView {
+    /// Record UUID.
+    pub id: RecordId,
+    /// Short handle, accepted anywhere an id is.
+    pub short_id: ShortId,
+    /// `<run>:<tier>:<repo>`.
+    pub scope: Scope,
+    /// Category.
+    pub category: Category,
+    /// `user-said` or `agent-inferred`.
+    pub source: Source,
+    /// Labels.
+    pub tags: Vec<String>,
+    /// Summary, when the record has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Content (cut in the compact view when there is no summary; absent in the compact
+    /// view when a summary stands in for it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// true when `content` was cut; call get_memory for the whole text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_truncated: Option<bool>,
+    /// Creation time.
+    pub created_at: Timestamp,
+    /// Derived states in canonical order (archived, superseded, expired, scheduled);
+    /// absent when the record is active.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub states: Option<Vec<State>>,
+    /// Dense cosine similarity to the query (search only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f32>,
+    /// Discovery records: `map` or `fact`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<DiscoveryKind>,
+    /// Full view: repository.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repo: Option<String>,
+    /// Full view: workspace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<String>,
+    /// Full view: git worktree path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree_path: Option<String>,
+    /// Full view: project base directory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_dir: Option<String>,
+    /// Full view: `client`, `auto` or "" (no summary).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_source: Option<SummarySource>,
+    /// Full view: model that wrote an auto summary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_model: Option<String>,
+    /// Full view: when content was sent to the summarizer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary_egress_at: Option<Timestamp>,
+    /// Full view: verified identity of the creator ("" without auth).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    /// Full view: owner key ("" without auth).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    /// Full view: "" (private) or `shared`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub visibility: Option<Visibility>,
+    /// Start of the validity window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<EpochSeconds>,
+    /// End (exclusive) of the validity window.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_after: Option<EpochSeconds>,
+    /// Full view: ids this record replaced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<Vec<RecordId>>,
+    /// Full view: id of the record that replaced this one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<RecordId>,
+    /// Full view: when it was archived.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived_at: Option<EpochSeconds>,
+    /// Full view: strong-signal touches.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access_count: Option<u64>,
+    /// Full view: last strong-signal touch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_accessed_at: Option<Timestamp>,
+    /// Full view: schema version the record was written with (0 when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_version: Option<u32>,
+    /// Full view: citations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub citations: Option<Vec<Citation>>,
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_owned())
+}
+
+impl MemoryView {
+    /// The view of `m` with `states` (empty = active).
+    pub fn new(m: Memory, states: Vec<State>, full: bool) -> Self {
+        let states = (!states.is_empty()).then_some(states);
+        let mut v = MemoryView {
+            id: m.id,
+            short_id: m.short_id,
+            scope: m.scope,
+            category: m.category,
+            source: m.source,
+            tags: m.tags,
+            summary: non_empty(&m.summary),
+            content: None,
+            content_truncated: None,
+            created_at: m.created_at,
+            states,
+            score: None,
+            kind: m.kind,
+            repo: None,
+            workspace: None,
+            worktree_path: None,
+            base_dir: None,
+            summary_source: None,
+            summary_model: None,
+            summary_egress_at: None,
+            actor: None,
+            owner: None,
+            visibility: None,
+            not_before: m.not_before,
+            not_after: m.not_after,
+            supersedes: None,
+            superseded_by: None,
+            archived_at: None,
+            access_count: None,
+            last_accessed_at: None,
+            schema_version: None,
+            citations: None,
+        };
+        if full {
+            v.content = Some(m.content);
+            v.repo = non_empty(&m.repo);
+            v.workspace = non_empty(&m.workspace);
+            v.worktree_path = non_empty(&m.worktree_path);
+            v.base_dir = non_empty(&m.base_dir);
+            v.summary_source = Some(m.summary_source);
+            v.summary_model = non_empty(&m.summary_model);
+            v.summary_egress_at = m.summary_egress_at;
+            v.actor = Some(m.actor);
+            v.owner = Some(m.owner.unwrap_or_default());
+            v.visibility = Some(m.visibility);
+            v.supersedes = (!m.supersedes.is_empty()).then_some(m.supersedes);
+            v.superseded_by = m.superseded_by;
+            v.archived_at = m.archived_at;
+            v.access_count = Some(m.access_count);
+            v.last_accessed_at = m.last_accessed_at;
+            v.schema_version = Some(m.schema_version);
+            v.citations = Some(m.citations);
+        } else if v.summary.is_none() {
+            let (text, cut) = truncate_chars(&m.content, COMPACT_CONTENT_CHARS);
+            v.content = Some(text);
+            v.content_truncated = cut.then_some(true);
+        }
+        v
+    }
+}
+
+/// The first `max` characters of `s` (on a char boundary), and whether anything was cut.
+fn truncate_chars(s: &str, max: usize) -> (String, bool) {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => (format!("{}…", &s[..i]), true),
+        None => (s.to_owned(), false),
+    }
+}
+
+/// Result of the tools that create a record.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Stored {
+    /// UUID of the new record.
+    pub id: RecordId,
+    /// Its short handle.
+    pub short_id: ShortId,
+}
+
+/// Result of the tools that change or delete records.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Status {
+    /// `updated`, `deleted`, `scope cleared` or `visibility updated`.
+    pub status: String,
+    /// delete_all: how many of your records were deleted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deleted: Option<u64>,
+}
+
+/// SPEC search rule 4: what the recall gate hid, once in total and once per state.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct GateHidden {
+    /// Records hidden (each once).
+    pub total: u64,
+    /// Hidden because archived.
+    pub archived: u64,
+    /// Hidden because superseded.
+    pub superseded: u64,
+    /// Hidden because expired.
+    pub expired: u64,
+    /// Hidden because scheduled.
+    pub scheduled: u64,
+}
+
+impl GateHidden {
+    /// Counts one hidden record with its states.
+    pub fn count(&mut self, states: &[State]) {
+        if states.is_empty() {
+            return;
+        }
+        self.total += 1;
+        for s in states {
+            match s {
+                State::Archived => self.archived += 1,
+                State::Superseded => self.superseded += 1,
+                State::Expired => self.expired += 1,
+                State::Scheduled => self.scheduled += 1,
+            }
+        }
+    }
+}
+
+/// Cross-spine coverage keys (SPEC search rules 2–3); all absent on scope-confined calls.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct Coverage {
+    /// Every readable scope the call spanned.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub searched_scopes: Option<Vec<String>>,
+    /// true when the enumeration hit its ceiling (1000 scopes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scopes_truncated: Option<bool>,
+    /// true when the scopes could not be enumerated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scopes_unknown: Option<bool>,
+}
+
+/// Result of search_memory.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct SearchResult {
+    /// Best first.
+    pub memories: Vec<MemoryView>,
+    /// Cross-spine coverage.
+    #[serde(flatten)]
+    pub coverage: Coverage,
+    /// What the recall gate hid among the k nearest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recall_gate_hidden: Option<GateHidden>,
+}
+
+/// Result of list_memory and list_scheduled.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ListResult {
+    /// Most recent first.
+    pub memories: Vec<MemoryView>,
+    /// Pass as `cursor` for the next page; empty on the last page.
+    pub next_cursor: String,
+    /// Cross-spine coverage.
+    #[serde(flatten)]
+    pub coverage: Coverage,
+    /// What the recall gate hid on this page (list_memory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recall_gate_hidden: Option<GateHidden>,
+}
+
+/// One tag and how many recall-visible records carry it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TagCountView {
+    /// The tag.
+    pub tag: String,
+    /// Recall-visible records carrying it.
+    pub count: u64,
+}
+
+/// Result of list_tags.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct TagsResult {
+    /// Count descending (ties by tag).
+    pub tags: Vec<TagCountView>,
+    /// true when more tags exist than `limit`.
+    pub more: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncation_is_on_char_boundaries() {
+        let (t, cut) = truncate_chars(&"é".repeat(300), 280);
+        assert!(cut);
+        assert_eq!(t.chars().count(), 281);
+        assert_eq!(truncate_chars("short", 280), ("short".into(), false));
+        assert_eq!(truncate_chars(&"x".repeat(280), 280).1, false);
+    }
+
+    #[test]
+    fn gate_hidden_counts_once_in_total_and_once_per_state() {
+        let mut g = GateHidden::default();
+        g.count(&[State::Archived, State::Superseded, State::Expired]);
+        g.count(&[]);
+        g.count(&[State::Scheduled]);
+        assert_eq!(g, GateHidden { total: 2, archived: 1, superseded: 1, expired: 1, scheduled: 1 });
+    }
+}

@@ -1,0 +1,663 @@
+//! Behaviour of the service operations against the real store and the real model, read
+//! against SPEC sections. Time is a ManualClock so boundaries are exact.
+
+use std::sync::{Arc, OnceLock};
+
+use serde_json::{Value, json};
+use spine_core::{
+    Caller, Clock, EpochSeconds, ErrorCode, Hint, IdRef, Limits, ManualClock, Memory, RecordId,
+    Timestamp,
+};
+use spine_embed::{BuiltinEmbedder, Embedder};
+use spine_service::Service;
+use spine_service::args::*;
+use spine_store::{Access, Embedding, SqliteStore, Store};
+use tempfile::TempDir;
+
+const T0: i64 = 1_800_000_000; // 2027-01-15T08:00:00Z
+
+fn embedder() -> Arc<BuiltinEmbedder> {
+    static MODEL: OnceLock<Arc<BuiltinEmbedder>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            Arc::new(
+                BuiltinEmbedder::load(&spine_embed::default_model_dir())
+                    .expect("model present (run scripts/fetch-model.sh)"),
+            )
+        })
+        .clone()
+}
+
+struct Env {
+    service: Service,
+    clock: Arc<ManualClock>,
+    store: Arc<SqliteStore>,
+    _dir: TempDir,
+}
+
+fn env() -> Env {
+    env_with(Limits::default())
+}
+
+fn env_with(limits: Limits) -> Env {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let clock = Arc::new(ManualClock::new(Timestamp::from_micros(T0 * 1_000_000)));
+    let service = Service::new(store.clone(), embedder(), clock.clone(), limits);
+    Env { service, clock, store, _dir: dir }
+}
+
+fn args<T: serde::de::DeserializeOwned + schemars::JsonSchema>(v: Value) -> T {
+    parse_args(v.as_object().cloned().unwrap()).unwrap()
+}
+
+fn anon() -> Caller {
+    Caller::anonymous()
+}
+
+fn alice() -> Caller {
+    Caller::authenticated("alice@example.com", "alice@example.com")
+}
+
+fn bob() -> Caller {
+    Caller::authenticated("bob@example.com", "bob@example.com")
+}
+
+const SCOPE: &str = "run1:project:spine";
+
+impl Env {
+    fn store(&self, caller: &Caller, content: &str, extra: Value) -> spine_service::views::Stored {
+        let mut v = json!({"content": content, "scope": SCOPE, "source": "user-said", "category": "decision"});
+        v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        self.service.store_memory(caller, args(v)).unwrap()
+    }
+
+    fn search(&self, caller: &Caller, v: Value) -> Value {
+        serde_json::to_value(self.service.search_memory(caller, args(v)).unwrap()).unwrap()
+    }
+
+    fn list(&self, caller: &Caller, v: Value) -> Value {
+        serde_json::to_value(self.service.list_memory(caller, args(v)).unwrap()).unwrap()
+    }
+
+    fn get(&self, caller: &Caller, id: &str) -> Result<Value, spine_core::Error> {
+        self.service.get_memory(caller, args(json!({"id": id}))).map(|v| serde_json::to_value(v).unwrap())
+    }
+
+    fn at(&self, secs: i64) {
+        self.clock.set(Timestamp::from_micros(secs * 1_000_000));
+    }
+
+    fn count(&self, caller: &Caller) -> usize {
+        self.list(caller, json!({"cross_spine": true, "limit": 1000}))["memories"].as_array().unwrap().len()
+    }
+}
+
+fn contents(v: &Value) -> Vec<String> {
+    v["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().or(m["summary"].as_str()).unwrap().to_owned())
+        .collect()
+}
+
+// ---------- store_memory / get_memory ----------
+
+#[test]
+fn store_then_get_returns_every_field_and_counts_touches() {
+    let e = env();
+    let s = e.store(
+        &anon(),
+        "We chose SQLite in WAL mode for the embedded store.",
+        json!({"tags": ["storage", "db", "storage"], "repo": "spine", "summary": "SQLite WAL",
+               "citations": [{"kind": "file", "ref": "src/store.rs", "locator": "L1-9"}]}),
+    );
+    assert_eq!(s.short_id.as_str().len(), 10);
+    let m = e.get(&anon(), &s.id.to_string()).unwrap();
+    assert_eq!(m["content"], "We chose SQLite in WAL mode for the embedded store.");
+    assert_eq!(m["tags"], json!(["storage", "db"]), "duplicate tags collapse");
+    assert_eq!(m["summary_source"], "client");
+    assert_eq!(m["owner"], "");
+    assert_eq!(m["actor"], "");
+    assert_eq!(m["visibility"], "");
+    assert_eq!(m["schema_version"], spine_core::SCHEMA_VERSION);
+    assert_eq!(m["citations"][0]["ref"], "src/store.rs");
+    assert_eq!(m["created_at"], "2027-01-15T08:00:00Z");
+    assert_eq!(m["access_count"], 1);
+    assert!(m.get("states").is_none(), "active records carry no states");
+    let again = e.get(&anon(), &s.short_id.as_str().to_lowercase()).unwrap();
+    assert_eq!(again["access_count"], 2, "short_id accepted case-insensitively");
+    assert_eq!(again["last_accessed_at"], "2027-01-15T08:00:00Z");
+}
+
+#[test]
+fn search_and_list_never_count_as_touches() {
+    let e = env();
+    let s = e.store(&anon(), "Tabs, not spaces, in Makefiles.", json!({}));
+    e.search(&anon(), json!({"query": "makefile indentation", "scope": SCOPE}));
+    e.list(&anon(), json!({"scope": SCOPE}));
+    assert_eq!(e.get(&anon(), &s.id.to_string()).unwrap()["access_count"], 1);
+}
+
+#[test]
+fn rejected_store_calls_name_field_and_hint_and_store_nothing() {
+    let e = env();
+    let base = json!({"content": "c", "scope": SCOPE, "source": "user-said", "category": "decision"});
+    let cases: Vec<(Value, &str, Hint)> = vec![
+        (json!({"scope": "discovery:repo:x"}), "scope", Hint::ReservedScope),
+        (json!({"scope": "rule:repo:x"}), "scope", Hint::ReservedScope),
+        (json!({"scope": "only:two"}), "scope", Hint::MalformedScope),
+        (json!({"category": "discovery"}), "category", Hint::InvalidValue),
+        (json!({"category": "rule"}), "category", Hint::InvalidValue),
+        (json!({"category": "idea"}), "category", Hint::InvalidValue),
+        (json!({"source": "user"}), "source", Hint::InvalidValue),
+        (json!({"content": "x".repeat(65537)}), "content", Hint::TooLong),
+        (json!({"content": "   "}), "content", Hint::Blank),
+        (json!({"tags": vec!["t"; 129].iter().enumerate().map(|(i, _)| format!("t{i}")).collect::<Vec<_>>()}), "tags", Hint::TooMany),
+        (json!({"tags": ["x".repeat(129)]}), "tags[0]", Hint::TooLong),
+        (json!({"summary": "s".repeat(513)}), "summary", Hint::TooLong),
+        (json!({"citations": vec![json!({"kind": "url", "ref": "https://x"}); 51]}), "citations", Hint::TooMany),
+        (json!({"citations": [{"kind": "url", "ref": "u", "excerpt": "e".repeat(16385)}]}), "citations[0].excerpt", Hint::TooLong),
+        (json!({"repo": "r".repeat(4097)}), "repo", Hint::TooLong),
+    ];
+    for (patch, field, hint) in cases {
+        let mut v = base.clone();
+        v.as_object_mut().unwrap().extend(patch.as_object().unwrap().clone());
+        let err = match parse_args::<StoreMemoryArgs>(v.as_object().cloned().unwrap()) {
+            Err(err) => err,
+            Ok(a) => e.service.store_memory(&anon(), a).unwrap_err(),
+        };
+        assert_eq!(err.code, ErrorCode::InvalidArgument, "{patch}");
+        assert_eq!(err.field.as_deref(), Some(field), "{patch}");
+        assert_eq!(err.hint, Some(hint), "{patch}");
+    }
+    assert_eq!(e.count(&anon()), 0, "no rejected call stored anything");
+}
+
+#[test]
+fn limits_at_exactly_n_are_accepted() {
+    let e = env();
+    let tags: Vec<String> = (0..128).map(|i| format!("{i:0>128}")).collect();
+    e.store(
+        &anon(),
+        &"x".repeat(65536),
+        json!({"tags": tags, "summary": "s".repeat(512),
+               "citations": vec![json!({"kind": "url", "ref": "u", "excerpt": "e".repeat(16384)}); 50]}),
+    );
+    assert_eq!(e.count(&anon()), 1);
+}
+
+#[test]
+fn limits_follow_environment_overrides() {
+    let limits = Limits::from_lookup(|k| match k {
+        "SPINE_MEMORY_MAX_CONTENT_BYTES" => Some("10".into()),
+        "SPINE_MEMORY_MAX_TAGS" => Some("1".into()),
+        _ => None,
+    })
+    .unwrap();
+    let e = env_with(limits);
+    e.store(&anon(), &"x".repeat(10), json!({"tags": ["a"]}));
+    let a: StoreMemoryArgs = args(json!({"content": "x".repeat(11), "scope": SCOPE, "source": "user-said", "category": "gotcha"}));
+    assert_eq!(e.service.store_memory(&anon(), a).unwrap_err().field.as_deref(), Some("content"));
+    let a: StoreMemoryArgs = args(json!({"content": "x", "scope": SCOPE, "source": "user-said", "category": "gotcha", "tags": ["a", "b"]}));
+    assert_eq!(e.service.store_memory(&anon(), a).unwrap_err().hint, Some(Hint::TooMany));
+}
+
+#[test]
+fn get_unknown_and_malformed_ids() {
+    let e = env();
+    let err = e.get(&anon(), &RecordId::mint().to_string()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotFound);
+    let err = e.get(&anon(), "not an id").unwrap_err();
+    assert_eq!((err.code, err.hint), (ErrorCode::InvalidArgument, Some(Hint::MalformedId)));
+}
+
+// ---------- schedule_memory and the recall gate ----------
+
+fn schedule(e: &Env, content: &str, nb: Option<i64>, na: Option<i64>) -> Result<spine_service::views::Stored, spine_core::Error> {
+    let mut v = json!({"content": content, "scope": SCOPE, "source": "user-said", "category": "convention"});
+    if let Some(nb) = nb {
+        v["not_before"] = json!(EpochSeconds::from_secs(nb).to_rfc3339());
+    }
+    if let Some(na) = na {
+        v["not_after"] = json!(EpochSeconds::from_secs(na).to_rfc3339());
+    }
+    e.service.schedule_memory(&anon(), args(v))
+}
+
+#[test]
+fn schedule_needs_a_bound_and_a_non_empty_window() {
+    let e = env();
+    let err = schedule(&e, "c", None, None).unwrap_err();
+    assert_eq!(err.hint, Some(Hint::Required));
+    let err = schedule(&e, "c", Some(T0 + 10), Some(T0 + 10)).unwrap_err();
+    assert_eq!((err.field.as_deref(), err.hint), (Some("not_after"), Some(Hint::EmptyWindow)));
+    let err = schedule(&e, "c", Some(T0 + 11), Some(T0 + 10)).unwrap_err();
+    assert_eq!(err.hint, Some(Hint::EmptyWindow));
+    assert!(schedule(&e, "c", Some(T0 + 9), Some(T0 + 10)).is_ok());
+    let a: ScheduleMemoryArgs = args(json!({"content": "c", "scope": SCOPE, "source": "agent-inferred", "category": "discovery", "not_after": "2030-01-01T00:00:00Z"}));
+    assert_eq!(e.service.schedule_memory(&anon(), a).unwrap_err().field.as_deref(), Some("category"));
+    let a: ScheduleMemoryArgs = args(json!({"content": "c", "scope": SCOPE, "source": "user-said", "category": "gotcha", "not_after": "next tuesday"}));
+    assert_eq!(e.service.schedule_memory(&anon(), a).unwrap_err().hint, Some(Hint::MalformedTimestamp));
+    let all = e.service.list_scheduled(&anon(), args(json!({"scope": SCOPE, "state": "all"}))).unwrap();
+    assert_eq!(all.memories.len(), 1, "only the accepted call stored a record");
+}
+
+#[test]
+fn window_is_half_open_in_search_list_and_get() {
+    let e = env();
+    let s = schedule(&e, "The release branch is frozen for the launch.", Some(T0 + 100), Some(T0 + 200)).unwrap();
+    let q = json!({"query": "is the release branch frozen", "scope": SCOPE});
+    let visible = |e: &Env| {
+        let r = e.search(&anon(), q.clone());
+        let l = e.list(&anon(), json!({"scope": SCOPE}));
+        assert_eq!(r["memories"].as_array().unwrap().len(), l["memories"].as_array().unwrap().len());
+        (r["memories"].as_array().unwrap().len() == 1, r["recall_gate_hidden"].clone())
+    };
+    e.at(T0 + 99);
+    let (shown, hidden) = visible(&e);
+    assert!(!shown, "scheduled one second before not_before");
+    assert_eq!(hidden, json!({"total": 1, "archived": 0, "superseded": 0, "expired": 0, "scheduled": 1}));
+    assert_eq!(e.get(&anon(), &s.id.to_string()).unwrap()["states"], json!(["scheduled"]));
+    e.at(T0 + 100);
+    assert!(visible(&e).0, "active when now equals not_before");
+    e.at(T0 + 199);
+    assert!(visible(&e).0);
+    e.at(T0 + 200);
+    let (shown, hidden) = visible(&e);
+    assert!(!shown, "expired when now equals not_after");
+    assert_eq!(hidden["expired"], 1);
+    assert_eq!(hidden["scheduled"], 0, "expired suppresses scheduled");
+    assert_eq!(e.get(&anon(), &s.id.to_string()).unwrap()["states"], json!(["expired"]));
+}
+
+#[test]
+fn list_scheduled_by_state() {
+    let e = env();
+    schedule(&e, "future", Some(T0 + 100), None).unwrap();
+    schedule(&e, "past", None, Some(T0 - 1)).unwrap();
+    schedule(&e, "current", Some(T0 - 10), Some(T0 + 10)).unwrap();
+    e.store(&anon(), "plain", json!({}));
+    let ls = |state: Option<&str>| {
+        let mut v = json!({"scope": SCOPE});
+        if let Some(s) = state {
+            v["state"] = json!(s);
+        }
+        serde_json::to_value(e.service.list_scheduled(&anon(), args(v)).unwrap()).unwrap()
+    };
+    assert_eq!(contents(&ls(None)), vec!["future"]);
+    assert_eq!(ls(None)["memories"][0]["states"], json!(["scheduled"]));
+    assert_eq!(contents(&ls(Some("expired"))), vec!["past"]);
+    let mut all = contents(&ls(Some("all")));
+    all.sort();
+    assert_eq!(all, vec!["future", "past"]);
+    let err = e.service.list_scheduled(&anon(), args(json!({"scope": SCOPE, "state": "active"}))).unwrap_err();
+    assert_eq!((err.field.as_deref(), err.hint), (Some("state"), Some(Hint::InvalidValue)));
+    let err = e.service.list_scheduled(&anon(), args(json!({"state": "all"}))).unwrap_err();
+    assert_eq!((err.field.as_deref(), err.hint), (Some("scope"), Some(Hint::Required)));
+}
+
+#[test]
+fn list_scheduled_is_owner_only_even_cross_spine() {
+    let e = env();
+    let a: ScheduleMemoryArgs = args(json!({"content": "alice's plan", "scope": SCOPE, "source": "user-said", "category": "decision", "not_before": "2030-01-01T00:00:00Z"}));
+    let s = e.service.schedule_memory(&alice(), a).unwrap();
+    e.service.set_visibility(&alice(), args(json!({"id": s.id.to_string(), "shared": true}))).unwrap();
+    let r = e.service.list_scheduled(&bob(), args(json!({"cross_spine": true, "state": "all"}))).unwrap();
+    assert!(r.memories.is_empty());
+    assert_eq!(r.coverage.searched_scopes, Some(vec![]));
+    let r = e.service.list_scheduled(&alice(), args(json!({"cross_spine": true}))).unwrap();
+    assert_eq!(r.memories.len(), 1);
+}
+
+// ---------- search_memory ----------
+
+fn seed(e: &Env) {
+    e.store(&anon(), "We use PostgreSQL with pgvector for the shared deployment.", json!({"tags": ["db", "infra"], "category": "decision"}));
+    e.store(&anon(), "The user prefers tabs over spaces in Go code.", json!({"tags": ["style"], "category": "preference"}));
+    e.store(&anon(), "Never run cargo clean in CI; the cache takes ten minutes to rebuild.", json!({"tags": ["ci", "infra"], "category": "gotcha"}));
+    e.store(&anon(), "Error types implement IntoResponse so handlers return them directly.", json!({"tags": ["http"], "category": "convention"}));
+}
+
+#[test]
+fn search_ranks_by_meaning_and_reports_dense_score() {
+    let e = env();
+    seed(&e);
+    let r = e.search(&anon(), json!({"query": "which database do we use for vectors?", "scope": SCOPE, "k": 2}));
+    let hits = r["memories"].as_array().unwrap();
+    assert_eq!(hits.len(), 2);
+    assert!(hits[0]["content"].as_str().unwrap().contains("PostgreSQL"));
+    let s0 = hits[0]["score"].as_f64().unwrap();
+    assert!(s0 > 0.3 && s0 <= 1.0, "score is a cosine: {s0}");
+    assert!(hits[0].get("citations").is_none());
+    assert!(r.get("searched_scopes").is_none(), "coverage keys only on cross-spine calls");
+    assert_eq!(r["recall_gate_hidden"]["total"], 0);
+}
+
+#[test]
+fn k_resolution_and_bounds() {
+    let e = env();
+    for i in 0..10 {
+        e.store(&anon(), &format!("Memory number {i} about caching."), json!({}));
+    }
+    let n = |k: Value| e.search(&anon(), json!({"query": "caching", "scope": SCOPE, "k": k}))["memories"].as_array().unwrap().len();
+    assert_eq!(n(json!(0)), 8, "k=0 resolves to 8");
+    assert_eq!(n(json!(1)), 1);
+    assert_eq!(n(json!(1000)), 10);
+    let err = e.service.search_memory(&anon(), args(json!({"query": "q", "scope": SCOPE, "k": 1001}))).unwrap_err();
+    assert_eq!((err.field.as_deref(), err.hint), (Some("k"), Some(Hint::OutOfRange)));
+    let err = e.service.search_memory(&anon(), args(json!({"query": "q"}))).unwrap_err();
+    assert_eq!((err.field.as_deref(), err.hint), (Some("scope"), Some(Hint::Required)));
+    let err = e.service.search_memory(&anon(), args(json!({"query": " ", "scope": SCOPE}))).unwrap_err();
+    assert_eq!(err.field.as_deref(), Some("query"));
+}
+
+#[test]
+fn tags_are_and_and_categories_are_or() {
+    let e = env();
+    seed(&e);
+    let q = |extra: Value| {
+        let mut v = json!({"query": "infrastructure", "scope": SCOPE, "k": 10});
+        v.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        let mut c = contents(&e.search(&anon(), v));
+        c.sort();
+        c
+    };
+    assert_eq!(q(json!({"tags": ["infra"]})).len(), 2);
+    assert_eq!(q(json!({"tags": ["infra", "db"]})).len(), 1);
+    assert_eq!(q(json!({"tags": ["infra", "style"]})).len(), 0);
+    assert_eq!(q(json!({"categories": ["gotcha", "preference"]})).len(), 2);
+    assert_eq!(q(json!({"categories": ["nonsense"]})).len(), 0, "unmatched category is zero results, not an error");
+    assert_eq!(q(json!({"categories": []})).len(), 4, "empty categories = no filter");
+}
+
+#[test]
+fn created_window_is_inclusive_after_exclusive_before() {
+    let e = env();
+    for i in 0..3 {
+        e.at(T0 + i);
+        e.store(&anon(), &format!("note {i} about logging"), json!({}));
+    }
+    let t = |s: i64| EpochSeconds::from_secs(s).to_rfc3339();
+    let r = e.search(&anon(), json!({"query": "logging", "scope": SCOPE, "created_after": t(T0 + 1), "created_before": t(T0 + 2)}));
+    assert_eq!(contents(&r), vec!["note 1 about logging"]);
+    let l = e.list(&anon(), json!({"scope": SCOPE, "created_after": t(T0 + 1)}));
+    assert_eq!(contents(&l), vec!["note 2 about logging", "note 1 about logging"]);
+    let err = e.service.list_memory(&anon(), args(json!({"scope": SCOPE, "created_before": "today"}))).unwrap_err();
+    assert_eq!((err.field.as_deref(), err.hint), (Some("created_before"), Some(Hint::MalformedTimestamp)));
+}
+
+#[test]
+fn cross_spine_reports_every_readable_scope() {
+    let e = env();
+    e.store(&anon(), "alpha fact", json!({"scope": "r:t:alpha"}));
+    e.store(&anon(), "beta fact", json!({"scope": "r:t:beta"}));
+    e.store(&alice(), "alice's private fact", json!({"scope": "r:t:alice-only"}));
+    let r = e.search(&anon(), json!({"query": "fact", "cross_spine": true, "scope": "ignored:x:y"}));
+    assert_eq!(r["memories"].as_array().unwrap().len(), 2);
+    assert_eq!(r["searched_scopes"], json!(["r:t:alpha", "r:t:beta"]));
+    assert_eq!(r["scopes_truncated"], false);
+    let l = e.list(&anon(), json!({"cross_spine": true}));
+    assert_eq!(l["searched_scopes"], json!(["r:t:alpha", "r:t:beta"]));
+}
+
+#[test]
+fn full_view_carries_citations_and_compact_prefers_summary() {
+    let e = env();
+    e.store(&anon(), "Long content about retries and backoff.", json!({"summary": "Retry with backoff", "citations": [{"kind": "url", "ref": "https://example.org"}]}));
+    e.store(&anon(), &"word ".repeat(100), json!({}));
+    let r = e.list(&anon(), json!({"scope": SCOPE}));
+    let compact = &r["memories"];
+    assert_eq!(compact[0]["content_truncated"], true);
+    assert_eq!(compact[0]["content"].as_str().unwrap().chars().count(), 281);
+    assert_eq!(compact[1]["summary"], "Retry with backoff");
+    assert!(compact[1].get("content").is_none());
+    assert!(compact[1].get("citations").is_none());
+    let full = e.list(&anon(), json!({"scope": SCOPE, "full": true}));
+    assert_eq!(full["memories"][1]["citations"][0]["kind"], "url");
+    assert_eq!(full["memories"][1]["content"], "Long content about retries and backoff.");
+    assert_eq!(full["memories"][0]["content"].as_str().unwrap().len(), 500);
+}
+
+// ---------- list_memory ----------
+
+#[test]
+fn list_pages_most_recent_first_with_cursor_or_offset() {
+    let e = env();
+    for i in 0..5 {
+        e.at(T0 + i);
+        e.store(&anon(), &format!("m{i}"), json!({}));
+    }
+    let p1 = e.list(&anon(), json!({"scope": SCOPE, "limit": 2}));
+    assert_eq!(contents(&p1), vec!["m4", "m3"]);
+    let c = p1["next_cursor"].as_str().unwrap().to_owned();
+    let p2 = e.list(&anon(), json!({"scope": SCOPE, "limit": 2, "cursor": c}));
+    assert_eq!(contents(&p2), vec!["m2", "m1"]);
+    let p3 = e.list(&anon(), json!({"scope": SCOPE, "limit": 2, "cursor": p2["next_cursor"]}));
+    assert_eq!(contents(&p3), vec!["m0"]);
+    assert_eq!(p3["next_cursor"], "", "empty next_cursor on the last page");
+    let off = e.list(&anon(), json!({"scope": SCOPE, "limit": 2, "offset": 3}));
+    assert_eq!(contents(&off), vec!["m1", "m0"]);
+    let err = e.service.list_memory(&anon(), args(json!({"scope": SCOPE, "cursor": c, "offset": 1}))).unwrap_err();
+    assert_eq!((err.field.as_deref(), err.hint), (Some("cursor"), Some(Hint::MutuallyExclusive)));
+    assert_eq!(e.list(&anon(), json!({"scope": SCOPE, "limit": 0}))["memories"].as_array().unwrap().len(), 5);
+    let err = e.service.list_memory(&anon(), args(json!({"scope": SCOPE, "limit": 1001}))).unwrap_err();
+    assert_eq!((err.field.as_deref(), err.hint), (Some("limit"), Some(Hint::OutOfRange)));
+    assert!(e.service.list_memory(&anon(), args(json!({"scope": SCOPE, "limit": 1000}))).is_ok());
+}
+
+#[test]
+fn list_default_limit_is_20() {
+    let e = env();
+    for i in 0..21 {
+        e.store(&anon(), &format!("m{i}"), json!({}));
+    }
+    let l = e.list(&anon(), json!({"scope": SCOPE}));
+    assert_eq!(l["memories"].as_array().unwrap().len(), 20);
+    assert_ne!(l["next_cursor"], "");
+}
+
+// ---------- authorization ----------
+
+fn insert_raw(e: &Env, owner: Option<&str>, content: &str) -> Memory {
+    let mut m: Memory = serde_json::from_value(json!({
+        "id": RecordId::mint().to_string(), "short_id": spine_core::ShortId::mint().to_string(),
+        "content": content, "scope": SCOPE, "source": "user-said", "category": "decision",
+        "created_at": "2026-01-01T00:00:00Z"
+    }))
+    .unwrap();
+    m.owner = owner.map(str::to_owned);
+    let v = embedder().embed(&[content]).unwrap().remove(0);
+    e.store.insert(&m, Embedding { model: embedder().model_id(), vector: &v }).unwrap();
+    m
+}
+
+#[test]
+fn legacy_records_without_owner_key_are_invisible() {
+    let e = env();
+    let m = insert_raw(&e, None, "legacy record about caching");
+    assert_eq!(e.get(&anon(), &m.id.to_string()).unwrap_err().code, ErrorCode::NotFound);
+    assert_eq!(e.get(&alice(), &m.id.to_string()).unwrap_err().code, ErrorCode::NotFound);
+    assert!(contents(&e.search(&anon(), json!({"query": "caching", "scope": SCOPE}))).is_empty());
+    assert_eq!(e.count(&anon()), 0);
+}
+
+#[test]
+fn private_records_are_not_found_for_others_and_sharing_grants_read_only() {
+    let e = env();
+    let s = e.store(&alice(), "Alice's deployment notes", json!({"tags": ["ops"]}));
+    let id = s.id.to_string();
+    for caller in [bob(), anon()] {
+        let err = e.get(&caller, &id).unwrap_err();
+        assert_eq!(err.code, ErrorCode::NotFound);
+        assert!(!err.message.contains(s.short_id.as_str()));
+        assert!(contents(&e.search(&caller, json!({"query": "deployment", "scope": SCOPE}))).is_empty());
+        assert!(e.service.list_tags(&caller, args(json!({}))).unwrap().tags.is_empty());
+    }
+    // Writes by another caller look exactly like a missing record.
+    let missing = RecordId::mint().to_string();
+    for target in [&id, &missing] {
+        let errs = [
+            e.service.update_memory(&bob(), args(json!({"id": target, "content": "x"}))).unwrap_err(),
+            e.service.delete_memory(&bob(), args(json!({"id": target}))).unwrap_err(),
+            e.service.set_visibility(&bob(), args(json!({"id": target, "shared": true}))).unwrap_err(),
+        ];
+        for err in errs {
+            assert_eq!(err.code, ErrorCode::NotFound);
+            assert_eq!(err.message, format!("no memory {target:?} that you can access"));
+        }
+    }
+    e.service.set_visibility(&alice(), args(json!({"id": id, "shared": true}))).unwrap();
+    assert_eq!(e.get(&bob(), &id).unwrap()["visibility"], "shared");
+    assert_eq!(e.get(&anon(), &id).unwrap_err().code, ErrorCode::NotFound, "anonymous reads only ownerless records");
+    assert_eq!(e.service.update_memory(&bob(), args(json!({"id": id, "content": "x"}))).unwrap_err().code, ErrorCode::NotFound);
+    let r = e.service.delete_all(&bob(), args(json!({"scope": SCOPE}))).unwrap();
+    assert_eq!(r.deleted, Some(0));
+    assert!(e.get(&alice(), &id).is_ok());
+}
+
+#[test]
+fn ambiguous_short_id_is_not_found() {
+    let e = env();
+    let a = insert_raw(&e, Some(""), "one");
+    let mut b = insert_raw(&e, Some(""), "two");
+    b.short_id = a.short_id.clone();
+    e.store.replace(&Access::owned(&anon()), &b, None).unwrap();
+    let err = e.get(&anon(), a.short_id.as_str()).unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotFound);
+    assert!(e.get(&anon(), &a.id.to_string()).is_ok(), "the full UUID still resolves");
+    assert!(matches!(IdRef::parse("id", a.short_id.as_str()).unwrap(), IdRef::Short(_)));
+}
+
+// ---------- update / delete / visibility ----------
+
+#[test]
+fn update_re_embeds_replaces_tags_and_touches() {
+    let e = env();
+    let s = e.store(&anon(), "Deploys happen on Fridays.", json!({"tags": ["ops", "deploy"]}));
+    let id = s.id.to_string();
+    let r = e.service.update_memory(&anon(), args(json!({"id": id, "content": "Lunch is served at noon in the cafeteria.", "tags": ["food"]}))).unwrap();
+    assert_eq!(r.status, "updated");
+    let hits = e.search(&anon(), json!({"query": "when is lunch", "scope": SCOPE, "k": 1}));
+    assert_eq!(hits["memories"][0]["id"], id.as_str());
+    assert!(hits["memories"][0]["score"].as_f64().unwrap() > 0.4, "vector follows the new content");
+    let m = e.get(&anon(), &id).unwrap();
+    assert_eq!(m["tags"], json!(["food"]));
+    assert_eq!(m["access_count"], 2, "update and get both touch");
+    assert_eq!(m["created_at"], "2027-01-15T08:00:00Z");
+    assert_eq!(m["short_id"], s.short_id.as_str());
+    e.service.update_memory(&anon(), args(json!({"id": id, "content": "Lunch is served at noon in the cafeteria.", "tags": []}))).unwrap();
+    assert_eq!(e.get(&anon(), &id).unwrap()["tags"], json!([]));
+    e.service.update_memory(&anon(), args(json!({"id": id, "content": "Lunch is served at noon in the cafeteria.", "shared": true}))).unwrap();
+    assert_eq!(e.get(&anon(), &id).unwrap()["visibility"], "shared");
+}
+
+#[test]
+fn client_summary_must_be_addressed_when_content_changes() {
+    let e = env();
+    let s = e.store(&anon(), "Use rustls, not OpenSSL.", json!({"summary": "rustls only"}));
+    let id = s.id.to_string();
+    let err = e.service.update_memory(&anon(), args(json!({"id": id, "content": "Use rustls with ring."}))).unwrap_err();
+    assert_eq!((err.field.as_deref(), err.hint), (Some("summary"), Some(Hint::SummaryNotAddressed)));
+    assert_eq!(e.get(&anon(), &id).unwrap()["content"], "Use rustls, not OpenSSL.", "rejected update changed nothing");
+    // Same content: the summary need not be addressed.
+    e.service.update_memory(&anon(), args(json!({"id": id, "content": "Use rustls, not OpenSSL.", "tags": ["tls"]}))).unwrap();
+    e.service.update_memory(&anon(), args(json!({"id": id, "content": "Use rustls with ring.", "summary": "rustls only"}))).unwrap();
+    e.service.update_memory(&anon(), args(json!({"id": id, "content": "Use rustls with ring!", "summary": ""}))).unwrap();
+    let m = e.get(&anon(), &id).unwrap();
+    assert!(m.get("summary").is_none());
+    assert_eq!(m["summary_source"], "");
+    // Without a client summary, content may change freely.
+    e.service.update_memory(&anon(), args(json!({"id": id, "content": "Use rustls."}))).unwrap();
+}
+
+#[test]
+fn auto_summary_is_dropped_when_content_changes() {
+    let e = env();
+    let mut m = insert_raw(&e, Some(""), "Original text about queues.");
+    m.summary = "queues".into();
+    m.summary_source = spine_core::SummarySource::Auto;
+    m.summary_model = "builtin:extractive".into();
+    m.summary_egress_at = Some(Timestamp::from_micros(1));
+    e.store.replace(&Access::owned(&anon()), &m, None).unwrap();
+    e.service.update_memory(&anon(), args(json!({"id": m.id.to_string(), "content": "New text about streams."}))).unwrap();
+    let v = e.get(&anon(), &m.id.to_string()).unwrap();
+    assert_eq!(v["summary_source"], "");
+    assert!(v.get("summary_model").is_none() && v.get("summary_egress_at").is_none());
+}
+
+#[test]
+fn update_bounds_apply_only_when_changed() {
+    let limits = Limits { max_tags: 2, ..Limits::default() };
+    let e = env_with(limits);
+    let m = insert_raw(&e, Some(""), "record");
+    let mut over = m.clone();
+    over.tags = vec!["a".into(), "b".into(), "c".into()];
+    e.store.replace(&Access::owned(&anon()), &over, None).unwrap();
+    // Tags unchanged (already over the new bound): accepted.
+    e.service.update_memory(&anon(), args(json!({"id": m.id.to_string(), "content": "record", "tags": ["a", "b", "c"]}))).unwrap();
+    let err = e.service.update_memory(&anon(), args(json!({"id": m.id.to_string(), "content": "record", "tags": ["a", "b", "d"]}))).unwrap_err();
+    assert_eq!(err.hint, Some(Hint::TooMany));
+}
+
+#[test]
+fn schema_version_is_never_lowered_by_a_write() {
+    let e = env();
+    let mut m = insert_raw(&e, Some(""), "from the future");
+    m.schema_version = spine_core::SCHEMA_VERSION + 7;
+    e.store.replace(&Access::owned(&anon()), &m, None).unwrap();
+    let id = m.id.to_string();
+    assert_eq!(e.get(&anon(), &id).unwrap()["schema_version"], spine_core::SCHEMA_VERSION + 7, "read normally");
+    e.service.update_memory(&anon(), args(json!({"id": id, "content": "edited"}))).unwrap();
+    assert_eq!(e.get(&anon(), &id).unwrap()["schema_version"], spine_core::SCHEMA_VERSION + 7);
+    let legacy = insert_raw(&e, Some(""), "old");
+    let mut old = legacy.clone();
+    old.schema_version = 0;
+    e.store.replace(&Access::owned(&anon()), &old, None).unwrap();
+    assert_eq!(e.get(&anon(), &legacy.id.to_string()).unwrap()["schema_version"], 0, "absent reads as 0");
+    e.service.set_visibility(&anon(), args(json!({"id": legacy.id.to_string(), "shared": false}))).unwrap();
+    assert_eq!(e.get(&anon(), &legacy.id.to_string()).unwrap()["schema_version"], spine_core::SCHEMA_VERSION);
+}
+
+#[test]
+fn delete_and_delete_all() {
+    let e = env();
+    let a = e.store(&anon(), "a", json!({}));
+    e.store(&anon(), "b", json!({}));
+    e.store(&anon(), "c", json!({"scope": "r:t:other"}));
+    let other = e.store(&alice(), "alice's", json!({}));
+    let r = e.service.delete_memory(&anon(), args(json!({"id": a.short_id.to_string()}))).unwrap();
+    assert_eq!(r.status, "deleted");
+    assert_eq!(e.get(&anon(), &a.id.to_string()).unwrap_err().code, ErrorCode::NotFound);
+    assert_eq!(e.service.delete_memory(&anon(), args(json!({"id": a.id.to_string()}))).unwrap_err().code, ErrorCode::NotFound);
+    let r = e.service.delete_all(&anon(), args(json!({"scope": SCOPE}))).unwrap();
+    assert_eq!((r.status.as_str(), r.deleted), ("scope cleared", Some(1)));
+    assert_eq!(e.count(&anon()), 1);
+    assert!(e.get(&alice(), &other.id.to_string()).is_ok(), "delete_all leaves other owners' records");
+    let err = e.service.delete_all(&anon(), args(json!({"scope": "bad"}))).unwrap_err();
+    assert_eq!(err.field.as_deref(), Some("scope"));
+}
+
+// ---------- list_tags ----------
+
+#[test]
+fn list_tags_counts_recall_visible_records() {
+    let e = env();
+    e.store(&anon(), "1", json!({"tags": ["a", "b"]}));
+    e.store(&anon(), "2", json!({"tags": ["a"]}));
+    e.store(&anon(), "3", json!({"tags": ["c"], "scope": "r:t:other"}));
+    schedule(&e, "4", Some(T0 + 1000), None).unwrap();
+    let mut hidden_tagged: ScheduleMemoryArgs = args(json!({"content": "5", "scope": SCOPE, "source": "user-said", "category": "decision", "not_after": "2000-01-01T00:00:00Z"}));
+    hidden_tagged.tags = Some(vec!["a".into(), "z".into()]);
+    e.service.schedule_memory(&anon(), hidden_tagged).unwrap();
+    let t = e.service.list_tags(&anon(), args(json!({}))).unwrap();
+    let got: Vec<(String, u64)> = t.tags.iter().map(|t| (t.tag.clone(), t.count)).collect();
+    assert_eq!(got, vec![("a".into(), 2), ("b".into(), 1), ("c".into(), 1)]);
+    assert!(!t.more);
+    let t = e.service.list_tags(&anon(), args(json!({"scope": SCOPE, "limit": 1}))).unwrap();
+    assert_eq!((t.tags.len(), t.more), (1, true));
+    let err = e.service.list_tags(&anon(), args(json!({"limit": 1001}))).unwrap_err();
+    assert_eq!((err.field.as_deref(), err.hint), (Some("limit"), Some(Hint::OutOfRange)));
+    assert_eq!(e.clock.now().as_micros(), T0 * 1_000_000);
+}

@@ -1,0 +1,235 @@
+//! Persistence for Spine: the [`Store`] trait and its embedded SQLite backend.
+//!
+//! The store keeps records, their tags and their vectors, and answers the filtered queries
+//! the service needs. It makes no business decisions except one, by design: **authorization
+//! is enforced inside every read query** (DESIGN "Authorization"). Every read takes an
+//! [`Access`], and the owner predicate is part of the SQL, so nothing another owner keeps
+//! privately can reach a count, a scope list or a result.
+//!
+//! Key design decision: the record's full JSON is stored as one payload column, with the
+//! columns that queries filter on (owner, scope, category, created_at, the state markers)
+//! copied beside it. The payload is the source of truth; the columns are rebuilt from it on
+//! every write, in the same transaction.
+#![deny(missing_docs)]
+
+mod sqlite;
+
+use spine_core::{Caller, Category, IdRef, Memory, RecordId, Scope, ShortId, Timestamp};
+
+pub use sqlite::SqliteStore;
+
+/// A storage failure. Never caused by caller input: the service validates before writing.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database reported an error.
+    #[error("database error: {0}")]
+    Database(#[from] rusqlite::Error),
+    /// A stored payload could not be decoded.
+    #[error("corrupt record payload: {0}")]
+    Corrupt(String),
+    /// The data directory could not be prepared.
+    #[error("{0}")]
+    Io(String),
+}
+
+/// Result alias for store operations.
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Who is reading, as the read predicate needs it (SPEC Authentication 4).
+///
+/// - authenticated: own records plus `shared` records;
+/// - anonymous: only ownerless (empty-owner) records;
+/// - `owner_only`: own records alone (writes, list_scheduled).
+///
+/// Records with no owner key (legacy) match none of these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Access {
+    owner: String,
+    include_shared: bool,
+}
+
+impl Access {
+    /// The read access of `caller`.
+    pub fn read(caller: &Caller) -> Self {
+        Access { owner: caller.owner().to_owned(), include_shared: caller.is_authenticated() }
+    }
+
+    /// Only the records `caller` owns.
+    pub fn owned(caller: &Caller) -> Self {
+        Access { owner: caller.owner().to_owned(), include_shared: false }
+    }
+
+    /// The owner key this access matches.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+}
+
+/// Which scopes a query spans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScopeFilter {
+    /// One scope.
+    One(Scope),
+    /// Every readable scope (cross_spine).
+    All,
+}
+
+/// The hard pre-filters shared by search and list (SPEC search_memory arguments).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Filter {
+    /// Which scopes.
+    pub scope: ScopeFilter,
+    /// Records carrying ALL of these tags.
+    pub tags_all: Vec<String>,
+    /// Records in ANY of these categories (raw strings: an unknown category simply matches
+    /// nothing, SPEC search_memory); empty = no filter.
+    pub categories_any: Vec<String>,
+    /// Records in none of these categories.
+    pub categories_none: Vec<Category>,
+    /// created_at >= this (inclusive).
+    pub created_after: Option<Timestamp>,
+    /// created_at < this (exclusive).
+    pub created_before: Option<Timestamp>,
+    /// Only records with a validity window (list_scheduled).
+    pub windowed_only: bool,
+    /// Exclude archived and superseded records (list_scheduled).
+    pub exclude_archived_superseded: bool,
+}
+
+impl Filter {
+    /// A filter that matches everything in `scope`.
+    pub fn new(scope: ScopeFilter) -> Self {
+        Filter {
+            scope,
+            tags_all: vec![],
+            categories_any: vec![],
+            categories_none: vec![],
+            created_after: None,
+            created_before: None,
+            windowed_only: false,
+            exclude_archived_superseded: false,
+        }
+    }
+}
+
+/// The recall gate as a query condition: only records active at `now` pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Every state passes (used to count what the gate hid).
+    Off,
+    /// Only active records pass.
+    ActiveAt(Timestamp),
+    /// Only scheduled records (not expired, not_before in the future) pass.
+    ScheduledAt(Timestamp),
+    /// Only expired records pass.
+    ExpiredAt(Timestamp),
+    /// Scheduled or expired records pass.
+    ScheduledOrExpiredAt(Timestamp),
+}
+
+/// Position in a most-recent-first listing: the last row of the previous page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    /// created_at of the last row seen.
+    pub created_at: Timestamp,
+    /// id of the last row seen (tie-break).
+    pub id: RecordId,
+}
+
+/// A vector to store beside a record, with the embedder that produced it.
+#[derive(Debug, Clone, Copy)]
+pub struct Embedding<'a> {
+    /// Embedder identity (e.g. `builtin:all-MiniLM-L6-v2`).
+    pub model: &'a str,
+    /// The vector.
+    pub vector: &'a [f32],
+}
+
+/// A search candidate: enough to rank and gate without decoding the payload.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    /// Record id.
+    pub id: RecordId,
+    /// Stored vector.
+    pub vector: Vec<f32>,
+    /// Whether the recall gate lets it through at the query's `now`.
+    pub states: Vec<spine_core::State>,
+}
+
+/// A tag and how many records carry it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagCount {
+    /// The tag.
+    pub tag: String,
+    /// Number of records.
+    pub count: u64,
+}
+
+/// The persistence operations the service needs.
+pub trait Store: Send + Sync {
+    /// Inserts a new record with its vector. The record's id and short_id must be new.
+    fn insert(&self, m: &Memory, embedding: Embedding<'_>) -> Result<()>;
+
+    /// Whether any record (readable or not) already uses this short id.
+    fn short_id_taken(&self, short: &ShortId) -> Result<bool>;
+
+    /// Resolves an id among the records `access` can read. An ambiguous short id (several
+    /// readable matches) resolves to nothing, exactly like a missing one.
+    fn resolve(&self, access: &Access, id: &IdRef) -> Result<Option<Memory>>;
+
+    /// Replaces a record's payload (same id), and its vector when given. Only when the
+    /// stored owner still equals `access`'s owner; returns false when no row matched.
+    fn replace(&self, access: &Access, m: &Memory, embedding: Option<Embedding<'_>>)
+    -> Result<bool>;
+
+    /// Counts a strong-signal touch on a record: access_count + 1, last_accessed_at = `at`.
+    /// Edits only those two keys of the payload, so a touch never rewrites a record written
+    /// by a newer binary from this binary's structure (SPEC Versioning 5).
+    fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()>;
+
+    /// Deletes one record owned by `access`; false when none matched.
+    fn delete(&self, access: &Access, id: &RecordId) -> Result<bool>;
+
+    /// Deletes every record in `scope` owned by `access`; returns how many.
+    fn delete_scope(&self, access: &Access, scope: &Scope) -> Result<u64>;
+
+    /// Vectors of every readable record matching `filter` (all states), with the states
+    /// each is in at `now`, produced by the embedder `model`.
+    fn candidates(
+        &self,
+        access: &Access,
+        filter: &Filter,
+        model: &str,
+        now: Timestamp,
+    ) -> Result<Vec<Candidate>>;
+
+    /// Records by id, in the order given; ids that no longer exist are skipped. Callers
+    /// pass only ids that an access-checked query returned.
+    fn get_many(&self, ids: &[RecordId]) -> Result<Vec<Memory>>;
+
+    /// One page of readable records matching `filter` and `gate`, most recent first,
+    /// strictly after `cursor`, skipping `offset`, at most `limit` rows.
+    fn list(
+        &self,
+        access: &Access,
+        filter: &Filter,
+        gate: Gate,
+        cursor: Option<Cursor>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<Memory>>;
+
+    /// Distinct readable scopes holding records matching `filter` (gate ignored), sorted,
+    /// at most `limit`.
+    fn scopes(&self, access: &Access, filter: &Filter, limit: usize) -> Result<Vec<String>>;
+
+    /// Tag counts over readable records passing `gate`, optionally in one scope; count
+    /// descending then tag ascending, at most `limit`.
+    fn tag_counts(
+        &self,
+        access: &Access,
+        scope: Option<&Scope>,
+        gate: Gate,
+        limit: usize,
+    ) -> Result<Vec<TagCount>>;
+}

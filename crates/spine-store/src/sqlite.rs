@@ -1,0 +1,522 @@
+//! The embedded backend: one SQLite file in the data directory.
+//!
+//! Durability: WAL with `synchronous = FULL`, so a write acknowledged to the caller has been
+//! fsynced to the log and survives the process (or the machine) dying right after. Every
+//! write that touches several tables runs in one transaction, so a crash leaves either the
+//! old or the new state, never a half-written record.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, Transaction, params, params_from_iter};
+use spine_core::{
+    EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, StateMarkers, Timestamp,
+};
+
+use crate::{
+    Access, Candidate, Cursor, Embedding, Filter, Gate, Result, ScopeFilter, Store, StoreError,
+    TagCount,
+};
+
+/// The database file name inside the data directory.
+pub const DB_FILE: &str = "spine.db";
+
+/// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
+/// Append only: never edit a step that has shipped.
+const MIGRATIONS: &[&str] = &[
+    // 1: records, tags, vectors.
+    "CREATE TABLE memories (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        short_id TEXT NOT NULL,
+        owner TEXT,
+        visibility TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        category TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        not_before INTEGER,
+        not_after INTEGER,
+        archived_at INTEGER,
+        superseded_by TEXT,
+        body TEXT NOT NULL
+    );
+    CREATE INDEX memories_short_id ON memories(short_id);
+    CREATE INDEX memories_scope_recent ON memories(scope, created_at DESC, id DESC);
+    CREATE INDEX memories_recent ON memories(created_at DESC, id DESC);
+    CREATE INDEX memories_owner_scope ON memories(owner, scope);
+    CREATE TABLE memory_tags (
+        memory INTEGER NOT NULL REFERENCES memories(rowid) ON DELETE CASCADE,
+        tag TEXT NOT NULL,
+        PRIMARY KEY (memory, tag)
+    ) WITHOUT ROWID;
+    CREATE INDEX memory_tags_tag ON memory_tags(tag, memory);
+    CREATE TABLE vectors (
+        memory INTEGER PRIMARY KEY REFERENCES memories(rowid) ON DELETE CASCADE,
+        model TEXT NOT NULL,
+        dims INTEGER NOT NULL,
+        vec BLOB NOT NULL
+    );",
+];
+
+/// SQLite-backed [`Store`].
+///
+/// One connection behind a mutex: SQLite serialises writers anyway, and the working set of
+/// the service's queries is small. (The recall issue replaces the scan with an index.)
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store in `data_dir`, applying pending migrations.
+    pub fn open(data_dir: &Path) -> Result<Self> {
+        std::fs::create_dir_all(data_dir).map_err(|e| {
+            StoreError::Io(format!("cannot create data directory {}: {e}", data_dir.display()))
+        })?;
+        let path = data_dir.join(DB_FILE);
+        let conn = Connection::open(&path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        let store = SqliteStore { conn: Mutex::new(conn), path };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave SQLite half-written (transactions
+        // roll back on drop), so a poisoned lock is safe to reuse.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn migrate(&self) -> Result<()> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let applied: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        let applied = usize::try_from(applied).unwrap_or(usize::MAX);
+        if applied > MIGRATIONS.len() {
+            return Err(StoreError::Io(format!(
+                "the database at {} was written by a newer spine (schema {applied}, this binary knows {}); upgrade spine",
+                self.path.display(),
+                MIGRATIONS.len()
+            )));
+        }
+        for (i, step) in MIGRATIONS.iter().enumerate().skip(applied) {
+            tx.execute_batch(step)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+            tracing::info!(step = i + 1, "applied store migration");
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+fn decode(body: &str) -> Result<Memory> {
+    serde_json::from_str(body).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn encode(m: &Memory) -> Result<String> {
+    serde_json::to_string(m).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn vec_to_blob(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn blob_to_vec(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+fn secs(v: Option<EpochSeconds>) -> Option<i64> {
+    v.map(EpochSeconds::as_secs)
+}
+
+/// Writes the indexed columns and tags of `m` at `rowid` (payload already encoded).
+fn write_row(tx: &Transaction<'_>, m: &Memory, body: &str) -> Result<i64> {
+    tx.execute(
+        "INSERT INTO memories (id, short_id, owner, visibility, scope, category, created_at,
+            not_before, not_after, archived_at, superseded_by, body)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+         ON CONFLICT(id) DO UPDATE SET short_id = excluded.short_id, owner = excluded.owner,
+            visibility = excluded.visibility, scope = excluded.scope,
+            category = excluded.category, created_at = excluded.created_at,
+            not_before = excluded.not_before, not_after = excluded.not_after,
+            archived_at = excluded.archived_at, superseded_by = excluded.superseded_by,
+            body = excluded.body",
+        params![
+            m.id.to_string(),
+            m.short_id.as_str(),
+            m.owner,
+            m.visibility.as_str(),
+            m.scope.as_str(),
+            m.category.as_str(),
+            m.created_at.as_micros(),
+            secs(m.not_before),
+            secs(m.not_after),
+            secs(m.archived_at),
+            m.superseded_by.map(|s| s.to_string()),
+            body,
+        ],
+    )?;
+    let rowid: i64 =
+        tx.query_row("SELECT rowid FROM memories WHERE id = ?1", [m.id.to_string()], |r| r.get(0))?;
+    tx.execute("DELETE FROM memory_tags WHERE memory = ?1", [rowid])?;
+    let mut ins = tx.prepare_cached("INSERT OR IGNORE INTO memory_tags (memory, tag) VALUES (?1, ?2)")?;
+    for tag in &m.tags {
+        ins.execute(params![rowid, tag])?;
+    }
+    Ok(rowid)
+}
+
+fn write_vector(tx: &Transaction<'_>, rowid: i64, e: Embedding<'_>) -> Result<()> {
+    tx.execute(
+        "INSERT INTO vectors (memory, model, dims, vec) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT(memory) DO UPDATE SET model = excluded.model, dims = excluded.dims,
+            vec = excluded.vec",
+        params![rowid, e.model, e.vector.len() as i64, vec_to_blob(e.vector)],
+    )?;
+    Ok(())
+}
+
+/// A WHERE clause under construction with its positional parameters.
+struct Where {
+    sql: String,
+    params: Vec<Value>,
+}
+
+impl Where {
+    fn new() -> Self {
+        Where { sql: String::from("1 = 1"), params: Vec::new() }
+    }
+
+    fn and(&mut self, clause: &str, params: impl IntoIterator<Item = Value>) {
+        self.sql.push_str(" AND (");
+        self.sql.push_str(clause);
+        self.sql.push(')');
+        self.params.extend(params);
+    }
+
+    /// SPEC Authentication 4: own + shared when authenticated, own (ownerless) when
+    /// anonymous; a NULL owner (legacy record, no owner key) never matches.
+    fn access(&mut self, a: &Access) {
+        if a.include_shared {
+            self.and(
+                "m.owner IS NOT NULL AND (m.owner = ? OR m.visibility = 'shared')",
+                [Value::Text(a.owner.clone())],
+            );
+        } else {
+            self.and("m.owner IS NOT NULL AND m.owner = ?", [Value::Text(a.owner.clone())]);
+        }
+    }
+
+    fn filter(&mut self, f: &Filter) {
+        if let ScopeFilter::One(scope) = &f.scope {
+            self.and("m.scope = ?", [Value::Text(scope.as_str().to_owned())]);
+        }
+        let mut tags: Vec<&String> = f.tags_all.iter().collect();
+        tags.sort();
+        tags.dedup();
+        if !tags.is_empty() {
+            let marks = vec!["?"; tags.len()].join(", ");
+            let mut p: Vec<Value> = tags.iter().map(|t| Value::Text((*t).clone())).collect();
+            p.push(Value::Integer(tags.len() as i64));
+            self.and(
+                &format!(
+                    "(SELECT COUNT(*) FROM memory_tags t WHERE t.memory = m.rowid AND t.tag IN ({marks})) = ?"
+                ),
+                p,
+            );
+        }
+        if !f.categories_any.is_empty() {
+            let marks = vec!["?"; f.categories_any.len()].join(", ");
+            self.and(
+                &format!("m.category IN ({marks})"),
+                f.categories_any.iter().map(|c| Value::Text(c.clone())),
+            );
+        }
+        if !f.categories_none.is_empty() {
+            let marks = vec!["?"; f.categories_none.len()].join(", ");
+            self.and(
+                &format!("m.category NOT IN ({marks})"),
+                f.categories_none.iter().map(|c| Value::Text(c.as_str().into())),
+            );
+        }
+        if let Some(t) = f.created_after {
+            self.and("m.created_at >= ?", [Value::Integer(t.as_micros())]);
+        }
+        if let Some(t) = f.created_before {
+            self.and("m.created_at < ?", [Value::Integer(t.as_micros())]);
+        }
+        if f.windowed_only {
+            self.and("m.not_before IS NOT NULL OR m.not_after IS NOT NULL", []);
+        }
+        if f.exclude_archived_superseded {
+            self.and("m.archived_at IS NULL AND m.superseded_by IS NULL", []);
+        }
+    }
+
+    /// The recall gate in SQL; mirrors `spine_core::derive_states` (half-open window in
+    /// whole seconds, expired suppressing scheduled).
+    fn gate(&mut self, g: Gate) {
+        let now = |t: Timestamp| Value::Integer(t.to_epoch_seconds().as_secs());
+        const NOT_EXPIRED: &str = "(m.not_after IS NULL OR m.not_after > ?)";
+        match g {
+            Gate::Off => {}
+            Gate::ActiveAt(t) => self.and(
+                &format!(
+                    "m.archived_at IS NULL AND m.superseded_by IS NULL AND {NOT_EXPIRED} \
+                     AND (m.not_before IS NULL OR m.not_before <= ?)"
+                ),
+                [now(t), now(t)],
+            ),
+            Gate::ScheduledAt(t) => self.and(
+                &format!("{NOT_EXPIRED} AND m.not_before IS NOT NULL AND m.not_before > ?"),
+                [now(t), now(t)],
+            ),
+            Gate::ExpiredAt(t) => {
+                self.and("m.not_after IS NOT NULL AND m.not_after <= ?", [now(t)])
+            }
+            Gate::ScheduledOrExpiredAt(t) => self.and(
+                &format!(
+                    "(m.not_after IS NOT NULL AND m.not_after <= ?) OR \
+                     ({NOT_EXPIRED} AND m.not_before IS NOT NULL AND m.not_before > ?)"
+                ),
+                [now(t), now(t), now(t)],
+            ),
+        }
+    }
+}
+
+fn resolve_in(conn: &Connection, access: &Access, id: &IdRef) -> Result<Option<Memory>> {
+    let mut w = Where::new();
+    match id {
+        IdRef::Id(id) => w.and("m.id = ?", [Value::Text(id.to_string())]),
+        IdRef::Short(s) => w.and("m.short_id = ?", [Value::Text(s.as_str().to_owned())]),
+    }
+    w.access(access);
+    let mut stmt = conn.prepare(&format!("SELECT m.body FROM memories m WHERE {} LIMIT 2", w.sql))?;
+    let bodies: Vec<String> =
+        stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
+    // SPEC Errors 2: an ambiguous short_id is indistinguishable from a missing record.
+    match bodies.as_slice() {
+        [one] => Ok(Some(decode(one)?)),
+        _ => Ok(None),
+    }
+}
+
+impl Store for SqliteStore {
+    fn insert(&self, m: &Memory, embedding: Embedding<'_>) -> Result<()> {
+        let body = encode(m)?;
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let rowid = write_row(&tx, m, &body)?;
+        write_vector(&tx, rowid, embedding)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn short_id_taken(&self, short: &ShortId) -> Result<bool> {
+        let conn = self.lock();
+        Ok(conn
+            .query_row("SELECT 1 FROM memories WHERE short_id = ?1 LIMIT 1", [short.as_str()], |_| Ok(()))
+            .optional()?
+            .is_some())
+    }
+
+    fn resolve(&self, access: &Access, id: &IdRef) -> Result<Option<Memory>> {
+        resolve_in(&self.lock(), access, id)
+    }
+
+    fn replace(
+        &self,
+        access: &Access,
+        m: &Memory,
+        embedding: Option<Embedding<'_>>,
+    ) -> Result<bool> {
+        let body = encode(m)?;
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let owned: Option<i64> = tx
+            .query_row(
+                "SELECT rowid FROM memories WHERE id = ?1 AND owner IS NOT NULL AND owner = ?2",
+                params![m.id.to_string(), access.owner],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if owned.is_none() {
+            return Ok(false);
+        }
+        let rowid = write_row(&tx, m, &body)?;
+        if let Some(e) = embedding {
+            write_vector(&tx, rowid, e)?;
+        }
+        tx.commit()?;
+        Ok(true)
+    }
+
+    fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()> {
+        let conn = self.lock();
+        conn.execute(
+            "UPDATE memories SET body = json_set(body,
+                '$.access_count', coalesce(json_extract(body, '$.access_count'), 0) + 1,
+                '$.last_accessed_at', ?2)
+             WHERE id = ?1",
+            params![id.to_string(), at.to_rfc3339()],
+        )?;
+        Ok(())
+    }
+
+    fn delete(&self, access: &Access, id: &RecordId) -> Result<bool> {
+        let conn = self.lock();
+        let n = conn.execute(
+            "DELETE FROM memories WHERE id = ?1 AND owner IS NOT NULL AND owner = ?2",
+            params![id.to_string(), access.owner],
+        )?;
+        Ok(n > 0)
+    }
+
+    fn delete_scope(&self, access: &Access, scope: &Scope) -> Result<u64> {
+        let conn = self.lock();
+        let n = conn.execute(
+            "DELETE FROM memories WHERE scope = ?1 AND owner IS NOT NULL AND owner = ?2",
+            params![scope.as_str(), access.owner],
+        )?;
+        Ok(n as u64)
+    }
+
+    fn candidates(
+        &self,
+        access: &Access,
+        filter: &Filter,
+        model: &str,
+        now: Timestamp,
+    ) -> Result<Vec<Candidate>> {
+        let mut w = Where::new();
+        w.access(access);
+        w.filter(filter);
+        w.and("v.model = ?", [Value::Text(model.to_owned())]);
+        let conn = self.lock();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT m.id, m.archived_at, m.superseded_by, m.not_before, m.not_after, v.vec
+             FROM memories m JOIN vectors v ON v.memory = m.rowid WHERE {}",
+            w.sql
+        ))?;
+        let rows = stmt.query_map(params_from_iter(w.params), |r| {
+            let id: String = r.get(0)?;
+            let markers = StateMarkers {
+                archived: r.get::<_, Option<i64>>(1)?.is_some(),
+                superseded: r.get::<_, Option<String>>(2)?.is_some(),
+                not_before: r.get::<_, Option<i64>>(3)?.map(EpochSeconds::from_secs),
+                not_after: r.get::<_, Option<i64>>(4)?.map(EpochSeconds::from_secs),
+            };
+            let blob: Vec<u8> = r.get(5)?;
+            Ok((id, markers, blob))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, markers, blob) = row?;
+            let id = RecordId::parse(&id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))?;
+            out.push(Candidate { id, vector: blob_to_vec(&blob), states: markers.derive(now) });
+        }
+        Ok(out)
+    }
+
+    fn get_many(&self, ids: &[RecordId]) -> Result<Vec<Memory>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached("SELECT body FROM memories WHERE id = ?1")?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(body) =
+                stmt.query_row([id.to_string()], |r| r.get::<_, String>(0)).optional()?
+            {
+                out.push(decode(&body)?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn list(
+        &self,
+        access: &Access,
+        filter: &Filter,
+        gate: Gate,
+        cursor: Option<Cursor>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<Memory>> {
+        let mut w = Where::new();
+        w.access(access);
+        w.filter(filter);
+        w.gate(gate);
+        if let Some(c) = cursor {
+            w.and(
+                "m.created_at < ? OR (m.created_at = ? AND m.id < ?)",
+                [
+                    Value::Integer(c.created_at.as_micros()),
+                    Value::Integer(c.created_at.as_micros()),
+                    Value::Text(c.id.to_string()),
+                ],
+            );
+        }
+        w.params.push(Value::Integer(limit as i64));
+        w.params.push(Value::Integer(offset as i64));
+        let conn = self.lock();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT m.body FROM memories m WHERE {} ORDER BY m.created_at DESC, m.id DESC
+             LIMIT ? OFFSET ?",
+            w.sql
+        ))?;
+        let bodies: Vec<String> =
+            stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
+        bodies.iter().map(|b| decode(b)).collect()
+    }
+
+    fn scopes(&self, access: &Access, filter: &Filter, limit: usize) -> Result<Vec<String>> {
+        let mut w = Where::new();
+        w.access(access);
+        w.filter(filter);
+        w.params.push(Value::Integer(limit as i64));
+        let conn = self.lock();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT DISTINCT m.scope FROM memories m WHERE {} ORDER BY m.scope LIMIT ?",
+            w.sql
+        ))?;
+        let scopes = stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
+        Ok(scopes)
+    }
+
+    fn tag_counts(
+        &self,
+        access: &Access,
+        scope: Option<&Scope>,
+        gate: Gate,
+        limit: usize,
+    ) -> Result<Vec<TagCount>> {
+        let mut w = Where::new();
+        w.access(access);
+        if let Some(s) = scope {
+            w.and("m.scope = ?", [Value::Text(s.as_str().to_owned())]);
+        }
+        w.gate(gate);
+        w.params.push(Value::Integer(limit as i64));
+        let conn = self.lock();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT t.tag, COUNT(*) AS n FROM memory_tags t JOIN memories m ON m.rowid = t.memory
+             WHERE {} GROUP BY t.tag ORDER BY n DESC, t.tag ASC LIMIT ?",
+            w.sql
+        ))?;
+        let rows = stmt
+            .query_map(params_from_iter(w.params), |r| {
+                Ok(TagCount { tag: r.get(0)?, count: r.get::<_, i64>(1)? as u64 })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
+    }
+}

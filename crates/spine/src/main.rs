@@ -1,0 +1,126 @@
+//! `spine`: the Spine memory server for coding agents.
+//!
+//! Thin glue: parse the command line, open the store, start loading the model, and hand
+//! the assembled service to a transport. Logs go to stderr (stdout is the MCP channel of
+//! `spine mcp`).
+
+mod embedder;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use rmcp::ServiceExt;
+use spine_core::{Limits, SystemClock};
+use spine_server::{HttpOptions, SpineMcp, http_router};
+use spine_service::Service;
+use spine_store::SqliteStore;
+
+/// Spine: a memory service for software agents, over MCP.
+#[derive(Debug, Parser)]
+#[command(name = "spine", version, about)]
+struct Cli {
+    #[command(flatten)]
+    common: Common,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Flags every command takes.
+#[derive(Debug, Args)]
+struct Common {
+    /// Directory holding the embedded database [default: $XDG_DATA_HOME/spine or ~/.local/share/spine]
+    #[arg(long, global = true, env = "SPINE_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    /// PostgreSQL URL for the shared backend (not available yet in this version).
+    #[arg(long, global = true, env = "SPINE_DATABASE_URL")]
+    database_url: Option<String>,
+    /// Directory holding the built-in model's files [default: ~/.cache/spine/models/all-MiniLM-L6-v2]
+    #[arg(long, global = true, env = "SPINE_MODEL_DIR")]
+    model_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve MCP on stdio (what Claude Code, Codex and Cursor launch).
+    Mcp,
+    /// Serve streamable HTTP MCP at /mcp, and /healthz.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, env = "SPINE_LISTEN", default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        /// Extra Host header values to accept besides loopback (comma-separated), for
+        /// deployments behind a name; DNS-rebinding protection rejects others.
+        #[arg(long = "allowed-host", env = "SPINE_ALLOWED_HOSTS", value_delimiter = ',')]
+        allowed_hosts: Vec<String>,
+    },
+}
+
+fn default_data_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("spine");
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    home.join(".local/share/spine")
+}
+
+/// Opens the store and starts the model loading; fails with an actionable message.
+fn build_service(common: &Common) -> Result<Service> {
+    if let Some(url) = &common.database_url {
+        bail!(
+            "--database-url ({}) is not supported by this version of spine yet; \
+             omit it to use the embedded store in --data-dir",
+            url.split('@').next_back().unwrap_or("")
+        );
+    }
+    let limits = Limits::from_env().map_err(anyhow::Error::msg)?;
+    let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
+    let embedder = embedder::BackgroundEmbedder::start(&model_dir)?;
+    let data_dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
+    let store = SqliteStore::open(&data_dir)
+        .with_context(|| format!("opening the store in {}", data_dir.display()))?;
+    tracing::info!(db = %store.path().display(), model = %model_dir.display(), "store open");
+    Ok(Service::new(Arc::new(store), Arc::new(embedder), Arc::new(SystemClock), limits))
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SPINE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Mcp => {
+            let service = build_service(&cli.common)?;
+            let running = SpineMcp::new(service)
+                .serve(rmcp::transport::stdio())
+                .await
+                .context("starting the MCP session on stdio")?;
+            running.waiting().await.context("serving MCP on stdio")?;
+        }
+        Command::Serve { listen, allowed_hosts } => {
+            let service = build_service(&cli.common)?;
+            let app = http_router(service, HttpOptions { allowed_hosts });
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| format!("binding {listen}"))?;
+            tracing::info!(
+                "spine listening on http://{}/mcp",
+                listener.local_addr().unwrap_or(listen)
+            );
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = tokio::signal::ctrl_c().await;
+                })
+                .await
+                .context("serving HTTP")?;
+        }
+    }
+    Ok(())
+}

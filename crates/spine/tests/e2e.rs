@@ -1,0 +1,260 @@
+//! End-to-end: the real `spine` binary driven by the rmcp client, over stdio and over
+//! streamable HTTP. Checks the transport mapping (tool names, annotations, schemas, result
+//! and error shapes) and durability; behaviour is covered by the service tests.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+const SPINE: &str = env!("CARGO_BIN_EXE_spine");
+
+type Client = RunningService<RoleClient, ()>;
+
+async fn stdio_client(data: &std::path::Path) -> Client {
+    let transport = TokioChildProcess::new(tokio::process::Command::new(SPINE).configure(|c| {
+        c.arg("mcp").arg("--data-dir").arg(data).stderr(Stdio::null());
+    }))
+    .expect("spawn spine mcp");
+    ().serve(transport).await.expect("initialize over stdio")
+}
+
+async fn call(client: &Client, tool: &'static str, args: Value) -> CallToolResult {
+    client
+        .call_tool(CallToolRequestParams::new(tool).with_arguments(args.as_object().cloned().unwrap()))
+        .await
+        .expect("tools/call answered")
+}
+
+/// The structured content, after checking the text block carries the same JSON.
+fn body(r: &CallToolResult) -> Value {
+    let structured = r.structured_content.clone().expect("structuredContent present");
+    let text = r.content[0].as_text().expect("a text block").text.clone();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), structured, "text block = structured");
+    structured
+}
+
+fn ok(r: CallToolResult) -> Value {
+    assert_ne!(r.is_error, Some(true), "unexpected error: {:?}", r.content);
+    body(&r)
+}
+
+fn err(r: CallToolResult) -> Value {
+    assert_eq!(r.is_error, Some(true), "expected a tool error: {:?}", r.content);
+    body(&r)["error"].clone()
+}
+
+/// SPEC "Tool annotations": (readOnly, destructive, idempotent, openWorld).
+const ANNOTATIONS: &[(&str, [bool; 4])] = &[
+    ("store_memory", [false, false, false, false]),
+    ("schedule_memory", [false, false, false, false]),
+    ("search_memory", [true, false, true, false]),
+    ("list_memory", [true, false, true, false]),
+    ("list_scheduled", [true, false, true, false]),
+    ("get_memory", [true, false, true, false]),
+    ("update_memory", [false, true, true, false]),
+    ("delete_memory", [false, true, true, false]),
+    ("delete_all", [false, true, true, false]),
+    ("set_visibility", [false, false, true, false]),
+    ("list_tags", [true, false, true, false]),
+];
+
+fn check_tools(tools: &[Tool]) {
+    assert_eq!(tools.len(), ANNOTATIONS.len());
+    for (name, hints) in ANNOTATIONS {
+        let t = tools.iter().find(|t| t.name == *name).unwrap_or_else(|| panic!("{name} listed"));
+        let a = t.annotations.as_ref().expect("annotations");
+        let got = [a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint];
+        assert_eq!(got, hints.map(Some), "{name} annotations");
+        assert!(t.output_schema.is_some(), "{name} has an outputSchema");
+        assert!(t.description.as_deref().unwrap_or("").len() > 40, "{name} is described");
+        assert_eq!(t.input_schema.get("type"), Some(&json!("object")));
+    }
+    let store = tools.iter().find(|t| t.name == "store_memory").unwrap();
+    let mut required: Vec<&str> = store.input_schema["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    required.sort();
+    assert_eq!(required, ["category", "content", "scope", "source"]);
+}
+
+async fn exercise(client: &Client) {
+    let tools = client.list_all_tools().await.expect("tools/list");
+    check_tools(&tools);
+
+    let scope = "e2e:project:spine";
+    let s = ok(call(client, "store_memory", json!({
+        "content": "Integration tests start the real binary and speak MCP to it.",
+        "scope": scope, "source": "agent-inferred", "category": "convention", "tags": ["testing"]
+    })).await);
+    let id = s["id"].as_str().unwrap().to_owned();
+    let short = s["short_id"].as_str().unwrap().to_owned();
+
+    let found = ok(call(client, "search_memory", json!({"query": "how are integration tests run?", "scope": scope})).await);
+    assert_eq!(found["memories"][0]["id"], id.as_str());
+    assert!(found["memories"][0]["score"].as_f64().unwrap() > 0.3);
+    assert_eq!(found["recall_gate_hidden"]["total"], 0);
+
+    let listed = ok(call(client, "list_memory", json!({"scope": scope})).await);
+    assert_eq!(listed["memories"][0]["short_id"], short.as_str());
+    assert_eq!(listed["next_cursor"], "");
+
+    let got = ok(call(client, "get_memory", json!({"id": short.to_lowercase()})).await);
+    assert_eq!(got["access_count"], 1);
+    assert_eq!(got["tags"], json!(["testing"]));
+
+    let tags = ok(call(client, "list_tags", json!({})).await);
+    assert_eq!(tags, json!({"tags": [{"tag": "testing", "count": 1}], "more": false}));
+
+    let upd = ok(call(client, "update_memory", json!({"id": id, "content": "Integration tests drive the binary over stdio and HTTP."})).await);
+    assert_eq!(upd, json!({"status": "updated"}));
+    let vis = ok(call(client, "set_visibility", json!({"id": id, "shared": true})).await);
+    assert_eq!(vis, json!({"status": "visibility updated"}));
+
+    let sched = ok(call(client, "schedule_memory", json!({
+        "content": "Code freeze for the release.", "scope": scope, "source": "user-said",
+        "category": "decision", "not_before": "2999-01-01T00:00:00Z"
+    })).await);
+    let scheduled = ok(call(client, "list_scheduled", json!({"scope": scope})).await);
+    assert_eq!(scheduled["memories"][0]["id"], sched["id"]);
+    assert_eq!(scheduled["memories"][0]["states"], json!(["scheduled"]));
+
+    // Error envelope: field + hint + code + message, isError, nothing changed.
+    let e = err(call(client, "search_memory", json!({"query": "q", "scope": scope, "k": 1001})).await);
+    assert_eq!((e["code"].as_str(), e["field"].as_str(), e["hint"].as_str()), (Some("invalid_argument"), Some("k"), Some("out_of_range")));
+    assert!(e["message"].as_str().unwrap().contains("1000"));
+    let e = err(call(client, "store_memory", json!({"content": "c", "scope": scope, "source": "user-said"})).await);
+    assert_eq!((e["field"].as_str(), e["hint"].as_str()), (Some("category"), Some("required")));
+    let e = err(call(client, "list_memory", json!({"scope": scope, "limt": 5})).await);
+    assert_eq!((e["field"].as_str(), e["hint"].as_str()), (Some("limt"), Some("unknown_field")));
+    let e = err(call(client, "get_memory", json!({"id": "0000000000"})).await);
+    assert_eq!(e["code"], "not_found");
+    assert_eq!(e["field"], "id");
+
+    let del = ok(call(client, "delete_memory", json!({"id": short})).await);
+    assert_eq!(del, json!({"status": "deleted"}));
+    let cleared = ok(call(client, "delete_all", json!({"scope": scope})).await);
+    assert_eq!(cleared, json!({"status": "scope cleared", "deleted": 1}));
+}
+
+#[tokio::test]
+async fn stdio_session_serves_every_tool() {
+    let dir = TempDir::new().unwrap();
+    let client = stdio_client(dir.path()).await;
+    let info = client.peer_info().expect("server info");
+    assert_eq!(info.server_info.as_ref().expect("server info").name, "spine");
+    exercise(&client).await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn acknowledged_write_survives_kill_9() {
+    let dir = TempDir::new().unwrap();
+    let mut child = tokio::process::Command::new(SPINE)
+        .arg("mcp")
+        .arg("--data-dir")
+        .arg(dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
+    let client = ().serve((stdout, stdin)).await.unwrap();
+    let s = ok(call(&client, "store_memory", json!({
+        "content": "Durable: this write was acknowledged before the crash.",
+        "scope": "crash:test:spine", "source": "user-said", "category": "gotcha"
+    })).await);
+    // SIGKILL: no destructor, no flush, no clean shutdown.
+    std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status().unwrap();
+    let _ = child.wait().await;
+    drop(client);
+
+    let client = stdio_client(dir.path()).await;
+    let got = ok(call(&client, "get_memory", json!({"id": s["id"]})).await);
+    assert_eq!(got["content"], "Durable: this write was acknowledged before the crash.");
+    client.cancel().await.unwrap();
+}
+
+struct Server {
+    child: tokio::process::Child,
+    addr: String,
+    _dir: TempDir,
+}
+
+async fn start_http() -> Server {
+    let dir = TempDir::new().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = tokio::process::Command::new(SPINE)
+        .args(["serve", "--listen", &addr, "--data-dir"])
+        .arg(dir.path())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    for _ in 0..300 {
+        if let Ok(r) = http.get(format!("http://{addr}/healthz")).send().await
+            && r.status().is_success()
+        {
+            return Server { child, addr, _dir: dir };
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("spine serve did not become healthy");
+}
+
+#[tokio::test]
+async fn http_session_serves_every_tool() {
+    let mut server = start_http().await;
+    let transport = StreamableHttpClientTransport::from_uri(format!("http://{}/mcp", server.addr));
+    let client = ().serve(transport).await.expect("initialize over HTTP");
+    exercise(&client).await;
+    client.cancel().await.unwrap();
+    server.child.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn http_rejects_foreign_host_headers() {
+    let mut server = start_http().await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let r = reqwest::Client::new()
+        .post(format!("http://{}/mcp", server.addr))
+        .header("Host", "evil.example.com")
+        .header("Accept", "application/json, text/event-stream")
+        .json(&init)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_client_error(), "DNS-rebinding protection: {}", r.status());
+    server.child.kill().await.unwrap();
+}
+
+#[test]
+fn missing_model_exits_with_instructions() {
+    let empty = TempDir::new().unwrap();
+    let data = TempDir::new().unwrap();
+    let out = std::process::Command::new(SPINE)
+        .args(["mcp", "--data-dir"])
+        .arg(data.path())
+        .env("SPINE_MODEL_DIR", empty.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("fetch-model.sh"), "{stderr}");
+    assert!(stderr.contains("model.safetensors"), "{stderr}");
+}
