@@ -7,9 +7,7 @@ use rmcp::handler::server::common::schema_for_type;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{
-    CallToolResult, Implementation, JsonObject, ServerCapabilities, ServerConfig,
-};
+use rmcp::model::{CallToolResult, Implementation, JsonObject, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -87,7 +85,8 @@ impl SpineMcp {
             }
         };
         match result.and_then(|r| {
-            serde_json::to_value(r).map_err(|e| Error::internal(format!("cannot encode result: {e}")))
+            serde_json::to_value(r)
+                .map_err(|e| Error::internal(format!("cannot encode result: {e}")))
         }) {
             Ok(value) => CallToolResult::structured(value),
             Err(e) => {

@@ -34,11 +34,13 @@ pub fn parse_args<T: DeserializeOwned + JsonSchema>(args: Map<String, Value>) ->
     serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        if let Some(name) = inner.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
+        if let Some(name) = inner.strip_prefix("missing field `").and_then(|r| r.split('`').next())
+        {
             let field = if path == "." { name.to_owned() } else { format!("{path}.{name}") };
             return Error::invalid(field.clone(), Hint::Required, format!("{field} is required"));
         }
-        let hint = if inner.contains("must be one of") { Hint::InvalidValue } else { Hint::InvalidType };
+        let hint =
+            if inner.contains("must be one of") { Hint::InvalidValue } else { Hint::InvalidType };
         let field = if path == "." { String::from("arguments") } else { path };
         Error::invalid(field.clone(), hint, format!("{field}: {inner}"))
     })
@@ -317,7 +319,8 @@ mod tests {
 
     #[test]
     fn wrong_type_names_the_path() {
-        let e = parse_args::<SearchMemoryArgs>(obj(json!({"query": "q", "k": "eight"}))).unwrap_err();
+        let e =
+            parse_args::<SearchMemoryArgs>(obj(json!({"query": "q", "k": "eight"}))).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("k"));
         assert_eq!(e.hint, Some(Hint::InvalidType));
         let e = parse_args::<SearchMemoryArgs>(obj(json!({"query": "q", "k": -1}))).unwrap_err();

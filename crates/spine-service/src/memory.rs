@@ -2,8 +2,8 @@
 //! set_visibility.
 
 use spine_core::limits::{
-    MAX_DISCOVERY_CONTENT_BYTES, MAX_RULE_CONTENT_BYTES, MAX_RULE_SUMMARY_BYTES,
-    check_citations, check_content_bytes, check_context,
+    MAX_DISCOVERY_CONTENT_BYTES, MAX_RULE_CONTENT_BYTES, MAX_RULE_SUMMARY_BYTES, check_citations,
+    check_content_bytes, check_context,
 };
 use spine_core::{
     Caller, Category, EpochSeconds, Error, Hint, IdRef, Memory, RecordId, SCHEMA_VERSION, Scope,
@@ -12,8 +12,7 @@ use spine_core::{
 use spine_store::{Access, Embedding};
 
 use crate::args::{
-    DeleteAllArgs, IdArgs, ScheduleMemoryArgs, SetVisibilityArgs, StoreMemoryArgs,
-    UpdateMemoryArgs,
+    DeleteAllArgs, IdArgs, ScheduleMemoryArgs, SetVisibilityArgs, StoreMemoryArgs, UpdateMemoryArgs,
 };
 use crate::views::{MemoryView, Status, Stored};
 use crate::{Service, store_error};
@@ -77,8 +76,11 @@ impl Service {
         self.limits().check_summary(&summary)?;
         let citations = a.citations.unwrap_or_default();
         check_citations(&citations)?;
-        let mut context = [a.repo, a.workspace, a.worktree_path, a.base_dir].map(Option::unwrap_or_default);
-        for (field, value) in ["repo", "workspace", "worktree_path", "base_dir"].iter().zip(&context) {
+        let mut context =
+            [a.repo, a.workspace, a.worktree_path, a.base_dir].map(Option::unwrap_or_default);
+        for (field, value) in
+            ["repo", "workspace", "worktree_path", "base_dir"].iter().zip(&context)
+        {
             check_context(field, value)?;
         }
         let [repo, workspace, worktree_path, base_dir] = std::mem::take(&mut context);
@@ -94,7 +96,11 @@ impl Service {
             source,
             category,
             tags,
-            summary_source: if summary.is_empty() { SummarySource::None } else { SummarySource::Client },
+            summary_source: if summary.is_empty() {
+                SummarySource::None
+            } else {
+                SummarySource::Client
+            },
             summary,
             summary_model: String::new(),
             summary_egress_at: None,
@@ -188,7 +194,11 @@ impl Service {
     pub fn update_memory(&self, caller: &Caller, a: UpdateMemoryArgs) -> Result<Status, Error> {
         let id = IdRef::parse("id", &a.id)?;
         let owned = Access::owned(caller);
-        let mut m = self.store.resolve(&owned, &id).map_err(store_error)?.ok_or_else(|| not_found(&a.id))?;
+        let mut m = self
+            .store
+            .resolve(&owned, &id)
+            .map_err(store_error)?
+            .ok_or_else(|| not_found(&a.id))?;
         let is_rule = m.category == Category::Rule;
 
         let content_changed = a.content != m.content;
@@ -229,7 +239,8 @@ impl Service {
         let vector = if content_changed { Some(self.embed_one(&a.content)?) } else { None };
         let now = self.clock.now();
         if let Some(summary) = a.summary {
-            m.summary_source = if summary.is_empty() { SummarySource::None } else { SummarySource::Client };
+            m.summary_source =
+                if summary.is_empty() { SummarySource::None } else { SummarySource::Client };
             m.summary = summary;
             m.summary_model.clear();
             m.summary_egress_at = None;
@@ -262,7 +273,11 @@ impl Service {
     pub fn delete_memory(&self, caller: &Caller, a: IdArgs) -> Result<Status, Error> {
         let id = IdRef::parse("id", &a.id)?;
         let owned = Access::owned(caller);
-        let m = self.store.resolve(&owned, &id).map_err(store_error)?.ok_or_else(|| not_found(&a.id))?;
+        let m = self
+            .store
+            .resolve(&owned, &id)
+            .map_err(store_error)?
+            .ok_or_else(|| not_found(&a.id))?;
         if !self.store.delete(&owned, &m.id).map_err(store_error)? {
             return Err(not_found(&a.id));
         }
@@ -280,7 +295,11 @@ impl Service {
     pub fn set_visibility(&self, caller: &Caller, a: SetVisibilityArgs) -> Result<Status, Error> {
         let id = IdRef::parse("id", &a.id)?;
         let owned = Access::owned(caller);
-        let mut m = self.store.resolve(&owned, &id).map_err(store_error)?.ok_or_else(|| not_found(&a.id))?;
+        let mut m = self
+            .store
+            .resolve(&owned, &id)
+            .map_err(store_error)?
+            .ok_or_else(|| not_found(&a.id))?;
         if m.category == Category::Rule {
             return Err(Error::failed_precondition(
                 "id",
@@ -299,7 +318,10 @@ impl Service {
 
 /// SPEC schedule_memory: when both bounds are given, not_before must be strictly before
 /// not_after.
-pub(crate) fn check_window(nb: Option<EpochSeconds>, na: Option<EpochSeconds>) -> Result<(), Error> {
+pub(crate) fn check_window(
+    nb: Option<EpochSeconds>,
+    na: Option<EpochSeconds>,
+) -> Result<(), Error> {
     if let (Some(nb), Some(na)) = (nb, na)
         && nb >= na
     {

@@ -73,7 +73,9 @@ mod tests {
     #[test]
     fn identifiers_split_and_stay_whole() {
         let t = tokens("Call parseHttpRequest in src/net_util.rs");
-        for w in ["parsehttprequest", "parse", "http", "request", "net_util.rs", "net", "util", "src"] {
+        for w in
+            ["parsehttprequest", "parse", "http", "request", "net_util.rs", "net", "util", "src"]
+        {
             assert!(t.contains(w), "{w} in {t:?}");
         }
         assert!(!t.contains("in"));

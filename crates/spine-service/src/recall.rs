@@ -21,7 +21,11 @@ fn scope_filter(scope: Option<&str>, cross_spine: bool) -> Result<ScopeFilter, E
     }
     match scope {
         Some(s) if !s.is_empty() => Ok(ScopeFilter::One(Scope::parse("scope", s)?)),
-        _ => Err(Error::invalid("scope", Hint::Required, "scope is required unless cross_spine is true")),
+        _ => Err(Error::invalid(
+            "scope",
+            Hint::Required,
+            "scope is required unless cross_spine is true",
+        )),
     }
 }
 
@@ -41,7 +45,11 @@ fn parse_time(field: &str, v: Option<&str>) -> Result<Option<Timestamp>, Error> 
 fn check_filter_tags(tags: &[String]) -> Result<(), Error> {
     for (i, t) in tags.iter().enumerate() {
         if t.trim().is_empty() {
-            return Err(Error::invalid(format!("tags[{i}]"), Hint::Blank, "a tag filter must not be blank"));
+            return Err(Error::invalid(
+                format!("tags[{i}]"),
+                Hint::Blank,
+                "a tag filter must not be blank",
+            ));
         }
     }
     Ok(())
@@ -53,7 +61,13 @@ fn encode_cursor(c: Cursor) -> String {
 }
 
 fn decode_cursor(s: &str) -> Result<Cursor, Error> {
-    let bad = || Error::invalid("cursor", Hint::MalformedCursor, "cursor must be a next_cursor value returned by this tool");
+    let bad = || {
+        Error::invalid(
+            "cursor",
+            Hint::MalformedCursor,
+            "cursor must be a next_cursor value returned by this tool",
+        )
+    };
     let raw = URL_SAFE_NO_PAD.decode(s).map_err(|_| bad())?;
     let raw = String::from_utf8(raw).map_err(|_| bad())?;
     let mut parts = raw.splitn(3, ':');
@@ -76,18 +90,30 @@ impl Service {
             Ok(mut scopes) => {
                 let truncated = scopes.len() > SCOPE_CEILING;
                 scopes.truncate(SCOPE_CEILING);
-                Coverage { searched_scopes: Some(scopes), scopes_truncated: Some(truncated), scopes_unknown: None }
+                Coverage {
+                    searched_scopes: Some(scopes),
+                    scopes_truncated: Some(truncated),
+                    scopes_unknown: None,
+                }
             }
             Err(e) => {
                 // SPEC search rule 3: the hits stand; say the coverage is unknown.
                 tracing::warn!(error = %e, "scope enumeration failed");
-                Coverage { searched_scopes: None, scopes_truncated: None, scopes_unknown: Some(true) }
+                Coverage {
+                    searched_scopes: None,
+                    scopes_truncated: None,
+                    scopes_unknown: Some(true),
+                }
             }
         }
     }
 
     /// search_memory: the k nearest recall-visible memories, dense + lexical ordering.
-    pub fn search_memory(&self, caller: &Caller, a: SearchMemoryArgs) -> Result<SearchResult, Error> {
+    pub fn search_memory(
+        &self,
+        caller: &Caller,
+        a: SearchMemoryArgs,
+    ) -> Result<SearchResult, Error> {
         if a.query.trim().is_empty() {
             return Err(Error::invalid("query", Hint::Blank, "query must not be blank"));
         }
@@ -155,7 +181,8 @@ impl Service {
                 v
             })
             .collect();
-        let coverage = if a.cross_spine { self.coverage(&access, &filter) } else { Coverage::default() };
+        let coverage =
+            if a.cross_spine { self.coverage(&access, &filter) } else { Coverage::default() };
         Ok(SearchResult { memories, coverage, recall_gate_hidden: Some(hidden) })
     }
 
@@ -190,21 +217,32 @@ impl Service {
         let more = rows.len() > limit;
         rows.truncate(limit);
         let next_cursor = match rows.last() {
-            Some(last) if more => encode_cursor(Cursor { created_at: last.created_at, id: last.id }),
+            Some(last) if more => {
+                encode_cursor(Cursor { created_at: last.created_at, id: last.id })
+            }
             _ => String::new(),
         };
         // SPEC list_memory: recall_gate_hidden covers the same page window, ungated.
         let mut hidden = GateHidden::default();
-        for m in self.store.list(&access, &filter, Gate::Off, cursor, offset, limit).map_err(store_error)? {
+        for m in self
+            .store
+            .list(&access, &filter, Gate::Off, cursor, offset, limit)
+            .map_err(store_error)?
+        {
             hidden.count(&spine_core::derive_states(&m, now));
         }
         let memories = rows.into_iter().map(|m| MemoryView::new(m, vec![], a.full)).collect();
-        let coverage = if a.cross_spine { self.coverage(&access, &filter) } else { Coverage::default() };
+        let coverage =
+            if a.cross_spine { self.coverage(&access, &filter) } else { Coverage::default() };
         Ok(ListResult { memories, next_cursor, coverage, recall_gate_hidden: Some(hidden) })
     }
 
     /// list_scheduled: the caller's own windowed records the gate is hiding.
-    pub fn list_scheduled(&self, caller: &Caller, a: ListScheduledArgs) -> Result<ListResult, Error> {
+    pub fn list_scheduled(
+        &self,
+        caller: &Caller,
+        a: ListScheduledArgs,
+    ) -> Result<ListResult, Error> {
         let scope = scope_filter(a.scope.as_deref(), a.cross_spine)?;
         let limit = resolve_page("limit", a.limit, DEFAULT_LIST_LIMIT)?;
         let now = self.clock.now();
@@ -216,11 +254,14 @@ impl Service {
                 return Err(Error::invalid(
                     "state",
                     Hint::InvalidValue,
-                    format!("state must be one of \"scheduled\", \"expired\", \"all\"; got {other:?}"),
+                    format!(
+                        "state must be one of \"scheduled\", \"expired\", \"all\"; got {other:?}"
+                    ),
                 ));
             }
         };
-        let cursor = a.cursor.as_deref().filter(|c| !c.is_empty()).map(decode_cursor).transpose()?;
+        let cursor =
+            a.cursor.as_deref().filter(|c| !c.is_empty()).map(decode_cursor).transpose()?;
         let mut filter = Filter::new(scope);
         filter.windowed_only = true;
         filter.exclude_archived_superseded = true;
@@ -228,11 +269,14 @@ impl Service {
         filter.created_before = parse_time("created_before", a.created_before.as_deref())?;
         // SPEC Authentication 6: owner-only, even across scopes.
         let access = Access::owned(caller);
-        let mut rows = self.store.list(&access, &filter, gate, cursor, 0, limit + 1).map_err(store_error)?;
+        let mut rows =
+            self.store.list(&access, &filter, gate, cursor, 0, limit + 1).map_err(store_error)?;
         let more = rows.len() > limit;
         rows.truncate(limit);
         let next_cursor = match rows.last() {
-            Some(last) if more => encode_cursor(Cursor { created_at: last.created_at, id: last.id }),
+            Some(last) if more => {
+                encode_cursor(Cursor { created_at: last.created_at, id: last.id })
+            }
             _ => String::new(),
         };
         let memories = rows
@@ -254,7 +298,12 @@ impl Service {
 
     /// list_tags: tag counts over recall-visible readable records.
     pub fn list_tags(&self, caller: &Caller, a: ListTagsArgs) -> Result<TagsResult, Error> {
-        let scope = a.scope.as_deref().filter(|s| !s.is_empty()).map(|s| Scope::parse("scope", s)).transpose()?;
+        let scope = a
+            .scope
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .map(|s| Scope::parse("scope", s))
+            .transpose()?;
         let limit = resolve_page("limit", a.limit, DEFAULT_TAGS_LIMIT)?;
         let now = self.clock.now();
         let mut tags = self

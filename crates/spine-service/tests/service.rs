@@ -81,7 +81,9 @@ impl Env {
     }
 
     fn get(&self, caller: &Caller, id: &str) -> Result<Value, spine_core::Error> {
-        self.service.get_memory(caller, args(json!({"id": id}))).map(|v| serde_json::to_value(v).unwrap())
+        self.service
+            .get_memory(caller, args(json!({"id": id})))
+            .map(|v| serde_json::to_value(v).unwrap())
     }
 
     fn at(&self, secs: i64) {
@@ -89,7 +91,10 @@ impl Env {
     }
 
     fn count(&self, caller: &Caller) -> usize {
-        self.list(caller, json!({"cross_spine": true, "limit": 1000}))["memories"].as_array().unwrap().len()
+        self.list(caller, json!({"cross_spine": true, "limit": 1000}))["memories"]
+            .as_array()
+            .unwrap()
+            .len()
     }
 }
 
@@ -143,7 +148,8 @@ fn search_and_list_never_count_as_touches() {
 #[test]
 fn rejected_store_calls_name_field_and_hint_and_store_nothing() {
     let e = env();
-    let base = json!({"content": "c", "scope": SCOPE, "source": "user-said", "category": "decision"});
+    let base =
+        json!({"content": "c", "scope": SCOPE, "source": "user-said", "category": "decision"});
     let cases: Vec<(Value, &str, Hint)> = vec![
         (json!({"scope": "discovery:repo:x"}), "scope", Hint::ReservedScope),
         (json!({"scope": "rule:repo:x"}), "scope", Hint::ReservedScope),
@@ -154,11 +160,23 @@ fn rejected_store_calls_name_field_and_hint_and_store_nothing() {
         (json!({"source": "user"}), "source", Hint::InvalidValue),
         (json!({"content": "x".repeat(65537)}), "content", Hint::TooLong),
         (json!({"content": "   "}), "content", Hint::Blank),
-        (json!({"tags": vec!["t"; 129].iter().enumerate().map(|(i, _)| format!("t{i}")).collect::<Vec<_>>()}), "tags", Hint::TooMany),
+        (
+            json!({"tags": vec!["t"; 129].iter().enumerate().map(|(i, _)| format!("t{i}")).collect::<Vec<_>>()}),
+            "tags",
+            Hint::TooMany,
+        ),
         (json!({"tags": ["x".repeat(129)]}), "tags[0]", Hint::TooLong),
         (json!({"summary": "s".repeat(513)}), "summary", Hint::TooLong),
-        (json!({"citations": vec![json!({"kind": "url", "ref": "https://x"}); 51]}), "citations", Hint::TooMany),
-        (json!({"citations": [{"kind": "url", "ref": "u", "excerpt": "e".repeat(16385)}]}), "citations[0].excerpt", Hint::TooLong),
+        (
+            json!({"citations": vec![json!({"kind": "url", "ref": "https://x"}); 51]}),
+            "citations",
+            Hint::TooMany,
+        ),
+        (
+            json!({"citations": [{"kind": "url", "ref": "u", "excerpt": "e".repeat(16385)}]}),
+            "citations[0].excerpt",
+            Hint::TooLong,
+        ),
         (json!({"repo": "r".repeat(4097)}), "repo", Hint::TooLong),
     ];
     for (patch, field, hint) in cases {
@@ -198,9 +216,13 @@ fn limits_follow_environment_overrides() {
     .unwrap();
     let e = env_with(limits);
     e.store(&anon(), &"x".repeat(10), json!({"tags": ["a"]}));
-    let a: StoreMemoryArgs = args(json!({"content": "x".repeat(11), "scope": SCOPE, "source": "user-said", "category": "gotcha"}));
+    let a: StoreMemoryArgs = args(
+        json!({"content": "x".repeat(11), "scope": SCOPE, "source": "user-said", "category": "gotcha"}),
+    );
     assert_eq!(e.service.store_memory(&anon(), a).unwrap_err().field.as_deref(), Some("content"));
-    let a: StoreMemoryArgs = args(json!({"content": "x", "scope": SCOPE, "source": "user-said", "category": "gotcha", "tags": ["a", "b"]}));
+    let a: StoreMemoryArgs = args(
+        json!({"content": "x", "scope": SCOPE, "source": "user-said", "category": "gotcha", "tags": ["a", "b"]}),
+    );
     assert_eq!(e.service.store_memory(&anon(), a).unwrap_err().hint, Some(Hint::TooMany));
 }
 
@@ -215,7 +237,12 @@ fn get_unknown_and_malformed_ids() {
 
 // ---------- schedule_memory and the recall gate ----------
 
-fn schedule(e: &Env, content: &str, nb: Option<i64>, na: Option<i64>) -> Result<spine_service::views::Stored, spine_core::Error> {
+fn schedule(
+    e: &Env,
+    content: &str,
+    nb: Option<i64>,
+    na: Option<i64>,
+) -> Result<spine_service::views::Stored, spine_core::Error> {
     let mut v = json!({"content": content, "scope": SCOPE, "source": "user-said", "category": "convention"});
     if let Some(nb) = nb {
         v["not_before"] = json!(EpochSeconds::from_secs(nb).to_rfc3339());
@@ -236,29 +263,52 @@ fn schedule_needs_a_bound_and_a_non_empty_window() {
     let err = schedule(&e, "c", Some(T0 + 11), Some(T0 + 10)).unwrap_err();
     assert_eq!(err.hint, Some(Hint::EmptyWindow));
     assert!(schedule(&e, "c", Some(T0 + 9), Some(T0 + 10)).is_ok());
-    let a: ScheduleMemoryArgs = args(json!({"content": "c", "scope": SCOPE, "source": "agent-inferred", "category": "discovery", "not_after": "2030-01-01T00:00:00Z"}));
-    assert_eq!(e.service.schedule_memory(&anon(), a).unwrap_err().field.as_deref(), Some("category"));
-    let a: ScheduleMemoryArgs = args(json!({"content": "c", "scope": SCOPE, "source": "user-said", "category": "gotcha", "not_after": "next tuesday"}));
-    assert_eq!(e.service.schedule_memory(&anon(), a).unwrap_err().hint, Some(Hint::MalformedTimestamp));
-    let all = e.service.list_scheduled(&anon(), args(json!({"scope": SCOPE, "state": "all"}))).unwrap();
+    let a: ScheduleMemoryArgs = args(
+        json!({"content": "c", "scope": SCOPE, "source": "agent-inferred", "category": "discovery", "not_after": "2030-01-01T00:00:00Z"}),
+    );
+    assert_eq!(
+        e.service.schedule_memory(&anon(), a).unwrap_err().field.as_deref(),
+        Some("category")
+    );
+    let a: ScheduleMemoryArgs = args(
+        json!({"content": "c", "scope": SCOPE, "source": "user-said", "category": "gotcha", "not_after": "next tuesday"}),
+    );
+    assert_eq!(
+        e.service.schedule_memory(&anon(), a).unwrap_err().hint,
+        Some(Hint::MalformedTimestamp)
+    );
+    let all =
+        e.service.list_scheduled(&anon(), args(json!({"scope": SCOPE, "state": "all"}))).unwrap();
     assert_eq!(all.memories.len(), 1, "only the accepted call stored a record");
 }
 
 #[test]
 fn window_is_half_open_in_search_list_and_get() {
     let e = env();
-    let s = schedule(&e, "The release branch is frozen for the launch.", Some(T0 + 100), Some(T0 + 200)).unwrap();
+    let s = schedule(
+        &e,
+        "The release branch is frozen for the launch.",
+        Some(T0 + 100),
+        Some(T0 + 200),
+    )
+    .unwrap();
     let q = json!({"query": "is the release branch frozen", "scope": SCOPE});
     let visible = |e: &Env| {
         let r = e.search(&anon(), q.clone());
         let l = e.list(&anon(), json!({"scope": SCOPE}));
-        assert_eq!(r["memories"].as_array().unwrap().len(), l["memories"].as_array().unwrap().len());
+        assert_eq!(
+            r["memories"].as_array().unwrap().len(),
+            l["memories"].as_array().unwrap().len()
+        );
         (r["memories"].as_array().unwrap().len() == 1, r["recall_gate_hidden"].clone())
     };
     e.at(T0 + 99);
     let (shown, hidden) = visible(&e);
     assert!(!shown, "scheduled one second before not_before");
-    assert_eq!(hidden, json!({"total": 1, "archived": 0, "superseded": 0, "expired": 0, "scheduled": 1}));
+    assert_eq!(
+        hidden,
+        json!({"total": 1, "archived": 0, "superseded": 0, "expired": 0, "scheduled": 1})
+    );
     assert_eq!(e.get(&anon(), &s.id.to_string()).unwrap()["states"], json!(["scheduled"]));
     e.at(T0 + 100);
     assert!(visible(&e).0, "active when now equals not_before");
@@ -292,7 +342,10 @@ fn list_scheduled_by_state() {
     let mut all = contents(&ls(Some("all")));
     all.sort();
     assert_eq!(all, vec!["future", "past"]);
-    let err = e.service.list_scheduled(&anon(), args(json!({"scope": SCOPE, "state": "active"}))).unwrap_err();
+    let err = e
+        .service
+        .list_scheduled(&anon(), args(json!({"scope": SCOPE, "state": "active"})))
+        .unwrap_err();
     assert_eq!((err.field.as_deref(), err.hint), (Some("state"), Some(Hint::InvalidValue)));
     let err = e.service.list_scheduled(&anon(), args(json!({"state": "all"}))).unwrap_err();
     assert_eq!((err.field.as_deref(), err.hint), (Some("scope"), Some(Hint::Required)));
@@ -301,10 +354,17 @@ fn list_scheduled_by_state() {
 #[test]
 fn list_scheduled_is_owner_only_even_cross_spine() {
     let e = env();
-    let a: ScheduleMemoryArgs = args(json!({"content": "alice's plan", "scope": SCOPE, "source": "user-said", "category": "decision", "not_before": "2030-01-01T00:00:00Z"}));
+    let a: ScheduleMemoryArgs = args(
+        json!({"content": "alice's plan", "scope": SCOPE, "source": "user-said", "category": "decision", "not_before": "2030-01-01T00:00:00Z"}),
+    );
     let s = e.service.schedule_memory(&alice(), a).unwrap();
-    e.service.set_visibility(&alice(), args(json!({"id": s.id.to_string(), "shared": true}))).unwrap();
-    let r = e.service.list_scheduled(&bob(), args(json!({"cross_spine": true, "state": "all"}))).unwrap();
+    e.service
+        .set_visibility(&alice(), args(json!({"id": s.id.to_string(), "shared": true})))
+        .unwrap();
+    let r = e
+        .service
+        .list_scheduled(&bob(), args(json!({"cross_spine": true, "state": "all"})))
+        .unwrap();
     assert!(r.memories.is_empty());
     assert_eq!(r.coverage.searched_scopes, Some(vec![]));
     let r = e.service.list_scheduled(&alice(), args(json!({"cross_spine": true}))).unwrap();
@@ -314,17 +374,36 @@ fn list_scheduled_is_owner_only_even_cross_spine() {
 // ---------- search_memory ----------
 
 fn seed(e: &Env) {
-    e.store(&anon(), "We use PostgreSQL with pgvector for the shared deployment.", json!({"tags": ["db", "infra"], "category": "decision"}));
-    e.store(&anon(), "The user prefers tabs over spaces in Go code.", json!({"tags": ["style"], "category": "preference"}));
-    e.store(&anon(), "Never run cargo clean in CI; the cache takes ten minutes to rebuild.", json!({"tags": ["ci", "infra"], "category": "gotcha"}));
-    e.store(&anon(), "Error types implement IntoResponse so handlers return them directly.", json!({"tags": ["http"], "category": "convention"}));
+    e.store(
+        &anon(),
+        "We use PostgreSQL with pgvector for the shared deployment.",
+        json!({"tags": ["db", "infra"], "category": "decision"}),
+    );
+    e.store(
+        &anon(),
+        "The user prefers tabs over spaces in Go code.",
+        json!({"tags": ["style"], "category": "preference"}),
+    );
+    e.store(
+        &anon(),
+        "Never run cargo clean in CI; the cache takes ten minutes to rebuild.",
+        json!({"tags": ["ci", "infra"], "category": "gotcha"}),
+    );
+    e.store(
+        &anon(),
+        "Error types implement IntoResponse so handlers return them directly.",
+        json!({"tags": ["http"], "category": "convention"}),
+    );
 }
 
 #[test]
 fn search_ranks_by_meaning_and_reports_dense_score() {
     let e = env();
     seed(&e);
-    let r = e.search(&anon(), json!({"query": "which database do we use for vectors?", "scope": SCOPE, "k": 2}));
+    let r = e.search(
+        &anon(),
+        json!({"query": "which database do we use for vectors?", "scope": SCOPE, "k": 2}),
+    );
     let hits = r["memories"].as_array().unwrap();
     assert_eq!(hits.len(), 2);
     assert!(hits[0]["content"].as_str().unwrap().contains("PostgreSQL"));
@@ -341,15 +420,24 @@ fn k_resolution_and_bounds() {
     for i in 0..10 {
         e.store(&anon(), &format!("Memory number {i} about caching."), json!({}));
     }
-    let n = |k: Value| e.search(&anon(), json!({"query": "caching", "scope": SCOPE, "k": k}))["memories"].as_array().unwrap().len();
+    let n = |k: Value| {
+        e.search(&anon(), json!({"query": "caching", "scope": SCOPE, "k": k}))["memories"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
     assert_eq!(n(json!(0)), 8, "k=0 resolves to 8");
     assert_eq!(n(json!(1)), 1);
     assert_eq!(n(json!(1000)), 10);
-    let err = e.service.search_memory(&anon(), args(json!({"query": "q", "scope": SCOPE, "k": 1001}))).unwrap_err();
+    let err = e
+        .service
+        .search_memory(&anon(), args(json!({"query": "q", "scope": SCOPE, "k": 1001})))
+        .unwrap_err();
     assert_eq!((err.field.as_deref(), err.hint), (Some("k"), Some(Hint::OutOfRange)));
     let err = e.service.search_memory(&anon(), args(json!({"query": "q"}))).unwrap_err();
     assert_eq!((err.field.as_deref(), err.hint), (Some("scope"), Some(Hint::Required)));
-    let err = e.service.search_memory(&anon(), args(json!({"query": " ", "scope": SCOPE}))).unwrap_err();
+    let err =
+        e.service.search_memory(&anon(), args(json!({"query": " ", "scope": SCOPE}))).unwrap_err();
     assert_eq!(err.field.as_deref(), Some("query"));
 }
 
@@ -368,7 +456,11 @@ fn tags_are_and_and_categories_are_or() {
     assert_eq!(q(json!({"tags": ["infra", "db"]})).len(), 1);
     assert_eq!(q(json!({"tags": ["infra", "style"]})).len(), 0);
     assert_eq!(q(json!({"categories": ["gotcha", "preference"]})).len(), 2);
-    assert_eq!(q(json!({"categories": ["nonsense"]})).len(), 0, "unmatched category is zero results, not an error");
+    assert_eq!(
+        q(json!({"categories": ["nonsense"]})).len(),
+        0,
+        "unmatched category is zero results, not an error"
+    );
     assert_eq!(q(json!({"categories": []})).len(), 4, "empty categories = no filter");
 }
 
@@ -384,8 +476,14 @@ fn created_window_is_inclusive_after_exclusive_before() {
     assert_eq!(contents(&r), vec!["note 1 about logging"]);
     let l = e.list(&anon(), json!({"scope": SCOPE, "created_after": t(T0 + 1)}));
     assert_eq!(contents(&l), vec!["note 2 about logging", "note 1 about logging"]);
-    let err = e.service.list_memory(&anon(), args(json!({"scope": SCOPE, "created_before": "today"}))).unwrap_err();
-    assert_eq!((err.field.as_deref(), err.hint), (Some("created_before"), Some(Hint::MalformedTimestamp)));
+    let err = e
+        .service
+        .list_memory(&anon(), args(json!({"scope": SCOPE, "created_before": "today"})))
+        .unwrap_err();
+    assert_eq!(
+        (err.field.as_deref(), err.hint),
+        (Some("created_before"), Some(Hint::MalformedTimestamp))
+    );
 }
 
 #[test]
@@ -394,7 +492,8 @@ fn cross_spine_reports_every_readable_scope() {
     e.store(&anon(), "alpha fact", json!({"scope": "r:t:alpha"}));
     e.store(&anon(), "beta fact", json!({"scope": "r:t:beta"}));
     e.store(&alice(), "alice's private fact", json!({"scope": "r:t:alice-only"}));
-    let r = e.search(&anon(), json!({"query": "fact", "cross_spine": true, "scope": "ignored:x:y"}));
+    let r =
+        e.search(&anon(), json!({"query": "fact", "cross_spine": true, "scope": "ignored:x:y"}));
     assert_eq!(r["memories"].as_array().unwrap().len(), 2);
     assert_eq!(r["searched_scopes"], json!(["r:t:alpha", "r:t:beta"]));
     assert_eq!(r["scopes_truncated"], false);
@@ -439,10 +538,17 @@ fn list_pages_most_recent_first_with_cursor_or_offset() {
     assert_eq!(p3["next_cursor"], "", "empty next_cursor on the last page");
     let off = e.list(&anon(), json!({"scope": SCOPE, "limit": 2, "offset": 3}));
     assert_eq!(contents(&off), vec!["m1", "m0"]);
-    let err = e.service.list_memory(&anon(), args(json!({"scope": SCOPE, "cursor": c, "offset": 1}))).unwrap_err();
+    let err = e
+        .service
+        .list_memory(&anon(), args(json!({"scope": SCOPE, "cursor": c, "offset": 1})))
+        .unwrap_err();
     assert_eq!((err.field.as_deref(), err.hint), (Some("cursor"), Some(Hint::MutuallyExclusive)));
-    assert_eq!(e.list(&anon(), json!({"scope": SCOPE, "limit": 0}))["memories"].as_array().unwrap().len(), 5);
-    let err = e.service.list_memory(&anon(), args(json!({"scope": SCOPE, "limit": 1001}))).unwrap_err();
+    assert_eq!(
+        e.list(&anon(), json!({"scope": SCOPE, "limit": 0}))["memories"].as_array().unwrap().len(),
+        5
+    );
+    let err =
+        e.service.list_memory(&anon(), args(json!({"scope": SCOPE, "limit": 1001}))).unwrap_err();
     assert_eq!((err.field.as_deref(), err.hint), (Some("limit"), Some(Hint::OutOfRange)));
     assert!(e.service.list_memory(&anon(), args(json!({"scope": SCOPE, "limit": 1000}))).is_ok());
 }
@@ -492,16 +598,22 @@ fn private_records_are_not_found_for_others_and_sharing_grants_read_only() {
         let err = e.get(&caller, &id).unwrap_err();
         assert_eq!(err.code, ErrorCode::NotFound);
         assert!(!err.message.contains(s.short_id.as_str()));
-        assert!(contents(&e.search(&caller, json!({"query": "deployment", "scope": SCOPE}))).is_empty());
+        assert!(
+            contents(&e.search(&caller, json!({"query": "deployment", "scope": SCOPE}))).is_empty()
+        );
         assert!(e.service.list_tags(&caller, args(json!({}))).unwrap().tags.is_empty());
     }
     // Writes by another caller look exactly like a missing record.
     let missing = RecordId::mint().to_string();
     for target in [&id, &missing] {
         let errs = [
-            e.service.update_memory(&bob(), args(json!({"id": target, "content": "x"}))).unwrap_err(),
+            e.service
+                .update_memory(&bob(), args(json!({"id": target, "content": "x"})))
+                .unwrap_err(),
             e.service.delete_memory(&bob(), args(json!({"id": target}))).unwrap_err(),
-            e.service.set_visibility(&bob(), args(json!({"id": target, "shared": true}))).unwrap_err(),
+            e.service
+                .set_visibility(&bob(), args(json!({"id": target, "shared": true})))
+                .unwrap_err(),
         ];
         for err in errs {
             assert_eq!(err.code, ErrorCode::NotFound);
@@ -510,8 +622,15 @@ fn private_records_are_not_found_for_others_and_sharing_grants_read_only() {
     }
     e.service.set_visibility(&alice(), args(json!({"id": id, "shared": true}))).unwrap();
     assert_eq!(e.get(&bob(), &id).unwrap()["visibility"], "shared");
-    assert_eq!(e.get(&anon(), &id).unwrap_err().code, ErrorCode::NotFound, "anonymous reads only ownerless records");
-    assert_eq!(e.service.update_memory(&bob(), args(json!({"id": id, "content": "x"}))).unwrap_err().code, ErrorCode::NotFound);
+    assert_eq!(
+        e.get(&anon(), &id).unwrap_err().code,
+        ErrorCode::NotFound,
+        "anonymous reads only ownerless records"
+    );
+    assert_eq!(
+        e.service.update_memory(&bob(), args(json!({"id": id, "content": "x"}))).unwrap_err().code,
+        ErrorCode::NotFound
+    );
     let r = e.service.delete_all(&bob(), args(json!({"scope": SCOPE}))).unwrap();
     assert_eq!(r.deleted, Some(0));
     assert!(e.get(&alice(), &id).is_ok());
@@ -558,13 +677,38 @@ fn client_summary_must_be_addressed_when_content_changes() {
     let e = env();
     let s = e.store(&anon(), "Use rustls, not OpenSSL.", json!({"summary": "rustls only"}));
     let id = s.id.to_string();
-    let err = e.service.update_memory(&anon(), args(json!({"id": id, "content": "Use rustls with ring."}))).unwrap_err();
-    assert_eq!((err.field.as_deref(), err.hint), (Some("summary"), Some(Hint::SummaryNotAddressed)));
-    assert_eq!(e.get(&anon(), &id).unwrap()["content"], "Use rustls, not OpenSSL.", "rejected update changed nothing");
+    let err = e
+        .service
+        .update_memory(&anon(), args(json!({"id": id, "content": "Use rustls with ring."})))
+        .unwrap_err();
+    assert_eq!(
+        (err.field.as_deref(), err.hint),
+        (Some("summary"), Some(Hint::SummaryNotAddressed))
+    );
+    assert_eq!(
+        e.get(&anon(), &id).unwrap()["content"],
+        "Use rustls, not OpenSSL.",
+        "rejected update changed nothing"
+    );
     // Same content: the summary need not be addressed.
-    e.service.update_memory(&anon(), args(json!({"id": id, "content": "Use rustls, not OpenSSL.", "tags": ["tls"]}))).unwrap();
-    e.service.update_memory(&anon(), args(json!({"id": id, "content": "Use rustls with ring.", "summary": "rustls only"}))).unwrap();
-    e.service.update_memory(&anon(), args(json!({"id": id, "content": "Use rustls with ring!", "summary": ""}))).unwrap();
+    e.service
+        .update_memory(
+            &anon(),
+            args(json!({"id": id, "content": "Use rustls, not OpenSSL.", "tags": ["tls"]})),
+        )
+        .unwrap();
+    e.service
+        .update_memory(
+            &anon(),
+            args(json!({"id": id, "content": "Use rustls with ring.", "summary": "rustls only"})),
+        )
+        .unwrap();
+    e.service
+        .update_memory(
+            &anon(),
+            args(json!({"id": id, "content": "Use rustls with ring!", "summary": ""})),
+        )
+        .unwrap();
     let m = e.get(&anon(), &id).unwrap();
     assert!(m.get("summary").is_none());
     assert_eq!(m["summary_source"], "");
@@ -581,7 +725,12 @@ fn auto_summary_is_dropped_when_content_changes() {
     m.summary_model = "builtin:extractive".into();
     m.summary_egress_at = Some(Timestamp::from_micros(1));
     e.store.replace(&Access::owned(&anon()), &m, None).unwrap();
-    e.service.update_memory(&anon(), args(json!({"id": m.id.to_string(), "content": "New text about streams."}))).unwrap();
+    e.service
+        .update_memory(
+            &anon(),
+            args(json!({"id": m.id.to_string(), "content": "New text about streams."})),
+        )
+        .unwrap();
     let v = e.get(&anon(), &m.id.to_string()).unwrap();
     assert_eq!(v["summary_source"], "");
     assert!(v.get("summary_model").is_none() && v.get("summary_egress_at").is_none());
@@ -596,8 +745,19 @@ fn update_bounds_apply_only_when_changed() {
     over.tags = vec!["a".into(), "b".into(), "c".into()];
     e.store.replace(&Access::owned(&anon()), &over, None).unwrap();
     // Tags unchanged (already over the new bound): accepted.
-    e.service.update_memory(&anon(), args(json!({"id": m.id.to_string(), "content": "record", "tags": ["a", "b", "c"]}))).unwrap();
-    let err = e.service.update_memory(&anon(), args(json!({"id": m.id.to_string(), "content": "record", "tags": ["a", "b", "d"]}))).unwrap_err();
+    e.service
+        .update_memory(
+            &anon(),
+            args(json!({"id": m.id.to_string(), "content": "record", "tags": ["a", "b", "c"]})),
+        )
+        .unwrap();
+    let err = e
+        .service
+        .update_memory(
+            &anon(),
+            args(json!({"id": m.id.to_string(), "content": "record", "tags": ["a", "b", "d"]})),
+        )
+        .unwrap_err();
     assert_eq!(err.hint, Some(Hint::TooMany));
 }
 
@@ -608,16 +768,29 @@ fn schema_version_is_never_lowered_by_a_write() {
     m.schema_version = spine_core::SCHEMA_VERSION + 7;
     e.store.replace(&Access::owned(&anon()), &m, None).unwrap();
     let id = m.id.to_string();
-    assert_eq!(e.get(&anon(), &id).unwrap()["schema_version"], spine_core::SCHEMA_VERSION + 7, "read normally");
+    assert_eq!(
+        e.get(&anon(), &id).unwrap()["schema_version"],
+        spine_core::SCHEMA_VERSION + 7,
+        "read normally"
+    );
     e.service.update_memory(&anon(), args(json!({"id": id, "content": "edited"}))).unwrap();
     assert_eq!(e.get(&anon(), &id).unwrap()["schema_version"], spine_core::SCHEMA_VERSION + 7);
     let legacy = insert_raw(&e, Some(""), "old");
     let mut old = legacy.clone();
     old.schema_version = 0;
     e.store.replace(&Access::owned(&anon()), &old, None).unwrap();
-    assert_eq!(e.get(&anon(), &legacy.id.to_string()).unwrap()["schema_version"], 0, "absent reads as 0");
-    e.service.set_visibility(&anon(), args(json!({"id": legacy.id.to_string(), "shared": false}))).unwrap();
-    assert_eq!(e.get(&anon(), &legacy.id.to_string()).unwrap()["schema_version"], spine_core::SCHEMA_VERSION);
+    assert_eq!(
+        e.get(&anon(), &legacy.id.to_string()).unwrap()["schema_version"],
+        0,
+        "absent reads as 0"
+    );
+    e.service
+        .set_visibility(&anon(), args(json!({"id": legacy.id.to_string(), "shared": false})))
+        .unwrap();
+    assert_eq!(
+        e.get(&anon(), &legacy.id.to_string()).unwrap()["schema_version"],
+        spine_core::SCHEMA_VERSION
+    );
 }
 
 #[test]
@@ -630,11 +803,17 @@ fn delete_and_delete_all() {
     let r = e.service.delete_memory(&anon(), args(json!({"id": a.short_id.to_string()}))).unwrap();
     assert_eq!(r.status, "deleted");
     assert_eq!(e.get(&anon(), &a.id.to_string()).unwrap_err().code, ErrorCode::NotFound);
-    assert_eq!(e.service.delete_memory(&anon(), args(json!({"id": a.id.to_string()}))).unwrap_err().code, ErrorCode::NotFound);
+    assert_eq!(
+        e.service.delete_memory(&anon(), args(json!({"id": a.id.to_string()}))).unwrap_err().code,
+        ErrorCode::NotFound
+    );
     let r = e.service.delete_all(&anon(), args(json!({"scope": SCOPE}))).unwrap();
     assert_eq!((r.status.as_str(), r.deleted), ("scope cleared", Some(1)));
     assert_eq!(e.count(&anon()), 1);
-    assert!(e.get(&alice(), &other.id.to_string()).is_ok(), "delete_all leaves other owners' records");
+    assert!(
+        e.get(&alice(), &other.id.to_string()).is_ok(),
+        "delete_all leaves other owners' records"
+    );
     let err = e.service.delete_all(&anon(), args(json!({"scope": "bad"}))).unwrap_err();
     assert_eq!(err.field.as_deref(), Some("scope"));
 }
@@ -648,7 +827,9 @@ fn list_tags_counts_recall_visible_records() {
     e.store(&anon(), "2", json!({"tags": ["a"]}));
     e.store(&anon(), "3", json!({"tags": ["c"], "scope": "r:t:other"}));
     schedule(&e, "4", Some(T0 + 1000), None).unwrap();
-    let mut hidden_tagged: ScheduleMemoryArgs = args(json!({"content": "5", "scope": SCOPE, "source": "user-said", "category": "decision", "not_after": "2000-01-01T00:00:00Z"}));
+    let mut hidden_tagged: ScheduleMemoryArgs = args(
+        json!({"content": "5", "scope": SCOPE, "source": "user-said", "category": "decision", "not_after": "2000-01-01T00:00:00Z"}),
+    );
     hidden_tagged.tags = Some(vec!["a".into(), "z".into()]);
     e.service.schedule_memory(&anon(), hidden_tagged).unwrap();
     let t = e.service.list_tags(&anon(), args(json!({}))).unwrap();

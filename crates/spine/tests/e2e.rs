@@ -26,7 +26,9 @@ async fn stdio_client(data: &std::path::Path) -> Client {
 
 async fn call(client: &Client, tool: &'static str, args: Value) -> CallToolResult {
     client
-        .call_tool(CallToolRequestParams::new(tool).with_arguments(args.as_object().cloned().unwrap()))
+        .call_tool(
+            CallToolRequestParams::new(tool).with_arguments(args.as_object().cloned().unwrap()),
+        )
         .await
         .expect("tools/call answered")
 }
@@ -35,7 +37,11 @@ async fn call(client: &Client, tool: &'static str, args: Value) -> CallToolResul
 fn body(r: &CallToolResult) -> Value {
     let structured = r.structured_content.clone().expect("structuredContent present");
     let text = r.content[0].as_text().expect("a text block").text.clone();
-    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), structured, "text block = structured");
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap(),
+        structured,
+        "text block = structured"
+    );
     structured
 }
 
@@ -98,7 +104,12 @@ async fn exercise(client: &Client) {
     let id = s["id"].as_str().unwrap().to_owned();
     let short = s["short_id"].as_str().unwrap().to_owned();
 
-    let found = ok(call(client, "search_memory", json!({"query": "how are integration tests run?", "scope": scope})).await);
+    let found = ok(call(
+        client,
+        "search_memory",
+        json!({"query": "how are integration tests run?", "scope": scope}),
+    )
+    .await);
     assert_eq!(found["memories"][0]["id"], id.as_str());
     assert!(found["memories"][0]["score"].as_f64().unwrap() > 0.3);
     assert_eq!(found["recall_gate_hidden"]["total"], 0);
@@ -114,24 +125,43 @@ async fn exercise(client: &Client) {
     let tags = ok(call(client, "list_tags", json!({})).await);
     assert_eq!(tags, json!({"tags": [{"tag": "testing", "count": 1}], "more": false}));
 
-    let upd = ok(call(client, "update_memory", json!({"id": id, "content": "Integration tests drive the binary over stdio and HTTP."})).await);
+    let upd = ok(call(
+        client,
+        "update_memory",
+        json!({"id": id, "content": "Integration tests drive the binary over stdio and HTTP."}),
+    )
+    .await);
     assert_eq!(upd, json!({"status": "updated"}));
     let vis = ok(call(client, "set_visibility", json!({"id": id, "shared": true})).await);
     assert_eq!(vis, json!({"status": "visibility updated"}));
 
-    let sched = ok(call(client, "schedule_memory", json!({
-        "content": "Code freeze for the release.", "scope": scope, "source": "user-said",
-        "category": "decision", "not_before": "2999-01-01T00:00:00Z"
-    })).await);
+    let sched = ok(call(
+        client,
+        "schedule_memory",
+        json!({
+            "content": "Code freeze for the release.", "scope": scope, "source": "user-said",
+            "category": "decision", "not_before": "2999-01-01T00:00:00Z"
+        }),
+    )
+    .await);
     let scheduled = ok(call(client, "list_scheduled", json!({"scope": scope})).await);
     assert_eq!(scheduled["memories"][0]["id"], sched["id"]);
     assert_eq!(scheduled["memories"][0]["states"], json!(["scheduled"]));
 
     // Error envelope: field + hint + code + message, isError, nothing changed.
-    let e = err(call(client, "search_memory", json!({"query": "q", "scope": scope, "k": 1001})).await);
-    assert_eq!((e["code"].as_str(), e["field"].as_str(), e["hint"].as_str()), (Some("invalid_argument"), Some("k"), Some("out_of_range")));
+    let e =
+        err(call(client, "search_memory", json!({"query": "q", "scope": scope, "k": 1001})).await);
+    assert_eq!(
+        (e["code"].as_str(), e["field"].as_str(), e["hint"].as_str()),
+        (Some("invalid_argument"), Some("k"), Some("out_of_range"))
+    );
     assert!(e["message"].as_str().unwrap().contains("1000"));
-    let e = err(call(client, "store_memory", json!({"content": "c", "scope": scope, "source": "user-said"})).await);
+    let e = err(call(
+        client,
+        "store_memory",
+        json!({"content": "c", "scope": scope, "source": "user-said"}),
+    )
+    .await);
     assert_eq!((e["field"].as_str(), e["hint"].as_str()), (Some("category"), Some("required")));
     let e = err(call(client, "list_memory", json!({"scope": scope, "limt": 5})).await);
     assert_eq!((e["field"].as_str(), e["hint"].as_str()), (Some("limt"), Some("unknown_field")));
@@ -171,10 +201,15 @@ async fn acknowledged_write_survives_kill_9() {
     let pid = child.id().unwrap();
     let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
     let client = ().serve((stdout, stdin)).await.unwrap();
-    let s = ok(call(&client, "store_memory", json!({
-        "content": "Durable: this write was acknowledged before the crash.",
-        "scope": "crash:test:spine", "source": "user-said", "category": "gotcha"
-    })).await);
+    let s = ok(call(
+        &client,
+        "store_memory",
+        json!({
+            "content": "Durable: this write was acknowledged before the crash.",
+            "scope": "crash:test:spine", "source": "user-said", "category": "gotcha"
+        }),
+    )
+    .await);
     // SIGKILL: no destructor, no flush, no clean shutdown.
     std::process::Command::new("kill").arg("-9").arg(pid.to_string()).status().unwrap();
     let _ = child.wait().await;
