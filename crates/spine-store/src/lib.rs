@@ -14,7 +14,9 @@
 
 mod sqlite;
 
-use spine_core::{Caller, Category, IdRef, Memory, RecordId, Scope, ShortId, Timestamp};
+use spine_core::{
+    Caller, Category, Citation, EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, Timestamp,
+};
 
 pub use sqlite::SqliteStore;
 
@@ -94,6 +96,8 @@ pub struct Filter {
     pub windowed_only: bool,
     /// Exclude archived and superseded records (list_scheduled).
     pub exclude_archived_superseded: bool,
+    /// Discovery records of this kind only (`map` / `fact`).
+    pub kind: Option<String>,
 }
 
 impl Filter {
@@ -108,6 +112,7 @@ impl Filter {
             created_before: None,
             windowed_only: false,
             exclude_archived_superseded: false,
+            kind: None,
         }
     }
 }
@@ -165,6 +170,38 @@ pub struct TagCount {
     pub count: u64,
 }
 
+/// Why a supersession could not stamp its targets (SPEC supersede_memory rejections), each
+/// list in the order the targets were given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SupersedeRejection {
+    /// Targets not owned by the caller or gone.
+    pub not_found: Vec<RecordId>,
+    /// Targets that already have a successor.
+    pub already_superseded: Vec<RecordId>,
+    /// Targets that are rules.
+    pub rules: Vec<RecordId>,
+}
+
+impl SupersedeRejection {
+    /// True when nothing stands in the way.
+    pub fn is_empty(&self) -> bool {
+        self.not_found.is_empty() && self.already_superseded.is_empty() && self.rules.is_empty()
+    }
+}
+
+/// A remembered supersede_memory call, keyed by (owner, key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyEntry {
+    /// The client's idempotency key.
+    pub key: String,
+    /// Hash of the new content and the sorted target set.
+    pub fingerprint: String,
+    /// The record the original call created.
+    pub id: RecordId,
+    /// Its short id.
+    pub short_id: ShortId,
+}
+
 /// The persistence operations the service needs.
 pub trait Store: Send + Sync {
     /// Inserts a new record with its vector. The record's id and short_id must be new.
@@ -179,8 +216,12 @@ pub trait Store: Send + Sync {
 
     /// Replaces a record's payload (same id), and its vector when given. Only when the
     /// stored owner still equals `access`'s owner; returns false when no row matched.
-    fn replace(&self, access: &Access, m: &Memory, embedding: Option<Embedding<'_>>)
-    -> Result<bool>;
+    fn replace(
+        &self,
+        access: &Access,
+        m: &Memory,
+        embedding: Option<Embedding<'_>>,
+    ) -> Result<bool>;
 
     /// Counts a strong-signal touch on a record: access_count + 1, last_accessed_at = `at`.
     /// Edits only those two keys of the payload, so a touch never rewrites a record written
@@ -232,4 +273,66 @@ pub trait Store: Send + Sync {
         gate: Gate,
         limit: usize,
     ) -> Result<Vec<TagCount>>;
+
+    /// Stores `new` and stamps `superseded_by = new.id` on every target, in one transaction,
+    /// recording `idempotency` (when given) in the same transaction. The targets are
+    /// re-checked inside the transaction: each must be owned by `access`, have no successor
+    /// and not be a rule; otherwise nothing is written and the rejection names every
+    /// offending target.
+    fn supersede(
+        &self,
+        access: &Access,
+        new: &Memory,
+        embedding: Embedding<'_>,
+        targets: &[RecordId],
+        idempotency: Option<&IdempotencyEntry>,
+    ) -> Result<std::result::Result<(), SupersedeRejection>>;
+
+    /// The supersede_memory call `access`'s owner made earlier with `key`, if any.
+    fn idempotency(&self, access: &Access, key: &str) -> Result<Option<IdempotencyEntry>>;
+
+    /// Archives (`at` = Some) or restores (`at` = None) each record owned by `access`, in
+    /// one transaction, in order. Entry i is true when record i changed (it was not archived
+    /// / was archived); false when it was already in the wanted state or is not owned.
+    fn set_archived(
+        &self,
+        access: &Access,
+        ids: &[RecordId],
+        at: Option<EpochSeconds>,
+    ) -> Result<Vec<bool>>;
+
+    /// Readable records passing `gate` that carry at least one of `tags`, except `exclude`,
+    /// most recent first, at most `limit`.
+    fn with_any_tag(
+        &self,
+        access: &Access,
+        tags: &[String],
+        gate: Gate,
+        exclude: &RecordId,
+        limit: usize,
+    ) -> Result<Vec<Memory>>;
+
+    /// Readable records passing `gate` that cite at least one of `citations` (same `kind`
+    /// and `ref`), except `exclude`, most recent first, at most `limit`.
+    fn with_any_citation(
+        &self,
+        access: &Access,
+        citations: &[Citation],
+        gate: Gate,
+        exclude: &RecordId,
+        limit: usize,
+    ) -> Result<Vec<Memory>>;
+
+    /// The stored vector of a record, when it was produced by `model`. Callers pass only ids
+    /// that an access-checked query returned.
+    fn vector(&self, id: &RecordId, model: &str) -> Result<Option<Vec<f32>>>;
+
+    /// Like [`Store::list`] without cursor or offset, oldest first (list_rules).
+    fn list_oldest(
+        &self,
+        access: &Access,
+        filter: &Filter,
+        gate: Gate,
+        limit: usize,
+    ) -> Result<Vec<Memory>>;
 }

@@ -11,13 +11,19 @@ use std::sync::{Mutex, MutexGuard};
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Transaction, params, params_from_iter};
 use spine_core::{
-    EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, StateMarkers, Timestamp,
+    Category, Citation, EpochSeconds, IdRef, Memory, RecordId, SCHEMA_VERSION, Scope, ShortId,
+    StateMarkers, Timestamp,
 };
 
 use crate::{
-    Access, Candidate, Cursor, Embedding, Filter, Gate, Result, ScopeFilter, Store, StoreError,
-    TagCount,
+    Access, Candidate, Cursor, Embedding, Filter, Gate, IdempotencyEntry, Result, ScopeFilter,
+    Store, StoreError, SupersedeRejection, TagCount,
 };
+
+/// SQL that stamps the current schema version on a payload edited in place, never lowering
+/// it (SPEC Versioning 2 and 4). `body` is the column being updated.
+const STAMP_VERSION: &str =
+    "'$.schema_version', max(coalesce(json_extract(body, '$.schema_version'), 0), ?)";
 
 /// The database file name inside the data directory.
 pub const DB_FILE: &str = "spine.db";
@@ -57,6 +63,15 @@ const MIGRATIONS: &[&str] = &[
         dims INTEGER NOT NULL,
         vec BLOB NOT NULL
     );",
+    // 2: supersede_memory idempotency keys, per owner.
+    "CREATE TABLE idempotency (
+        owner TEXT NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        id TEXT NOT NULL,
+        short_id TEXT NOT NULL,
+        PRIMARY KEY (owner, key)
+    ) WITHOUT ROWID;",
 ];
 
 /// SQLite-backed [`Store`].
@@ -168,7 +183,8 @@ fn write_row(tx: &Transaction<'_>, m: &Memory, body: &str) -> Result<i64> {
     let rowid: i64 =
         tx.query_row("SELECT rowid FROM memories WHERE id = ?1", [m.id.to_string()], |r| r.get(0))?;
     tx.execute("DELETE FROM memory_tags WHERE memory = ?1", [rowid])?;
-    let mut ins = tx.prepare_cached("INSERT OR IGNORE INTO memory_tags (memory, tag) VALUES (?1, ?2)")?;
+    let mut ins =
+        tx.prepare_cached("INSERT OR IGNORE INTO memory_tags (memory, tag) VALUES (?1, ?2)")?;
     for tag in &m.tags {
         ins.execute(params![rowid, tag])?;
     }
@@ -260,6 +276,9 @@ impl Where {
         if f.exclude_archived_superseded {
             self.and("m.archived_at IS NULL AND m.superseded_by IS NULL", []);
         }
+        if let Some(kind) = &f.kind {
+            self.and("json_extract(m.body, '$.kind') = ?", [Value::Text(kind.clone())]);
+        }
     }
 
     /// The recall gate in SQL; mirrors `spine_core::derive_states` (half-open window in
@@ -301,7 +320,8 @@ fn resolve_in(conn: &Connection, access: &Access, id: &IdRef) -> Result<Option<M
         IdRef::Short(s) => w.and("m.short_id = ?", [Value::Text(s.as_str().to_owned())]),
     }
     w.access(access);
-    let mut stmt = conn.prepare(&format!("SELECT m.body FROM memories m WHERE {} LIMIT 2", w.sql))?;
+    let mut stmt =
+        conn.prepare(&format!("SELECT m.body FROM memories m WHERE {} LIMIT 2", w.sql))?;
     let bodies: Vec<String> =
         stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
     // SPEC Errors 2: an ambiguous short_id is indistinguishable from a missing record.
@@ -325,7 +345,11 @@ impl Store for SqliteStore {
     fn short_id_taken(&self, short: &ShortId) -> Result<bool> {
         let conn = self.lock();
         Ok(conn
-            .query_row("SELECT 1 FROM memories WHERE short_id = ?1 LIMIT 1", [short.as_str()], |_| Ok(()))
+            .query_row(
+                "SELECT 1 FROM memories WHERE short_id = ?1 LIMIT 1",
+                [short.as_str()],
+                |_| Ok(()),
+            )
             .optional()?
             .is_some())
     }
@@ -422,7 +446,8 @@ impl Store for SqliteStore {
         let mut out = Vec::new();
         for row in rows {
             let (id, markers, blob) = row?;
-            let id = RecordId::parse(&id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))?;
+            let id =
+                RecordId::parse(&id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))?;
             out.push(Candidate { id, vector: blob_to_vec(&blob), states: markers.derive(now) });
         }
         Ok(out)
@@ -488,7 +513,8 @@ impl Store for SqliteStore {
             "SELECT DISTINCT m.scope FROM memories m WHERE {} ORDER BY m.scope LIMIT ?",
             w.sql
         ))?;
-        let scopes = stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
+        let scopes =
+            stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
         Ok(scopes)
     }
 
@@ -518,5 +544,229 @@ impl Store for SqliteStore {
             })?
             .collect::<Result<_, _>>()?;
         Ok(rows)
+    }
+
+    fn supersede(
+        &self,
+        access: &Access,
+        new: &Memory,
+        embedding: Embedding<'_>,
+        targets: &[RecordId],
+        idempotency: Option<&IdempotencyEntry>,
+    ) -> Result<std::result::Result<(), SupersedeRejection>> {
+        let body = encode(new)?;
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut rejection = SupersedeRejection::default();
+        {
+            let mut check = tx.prepare_cached(
+                "SELECT category, superseded_by FROM memories
+                 WHERE id = ?1 AND owner IS NOT NULL AND owner = ?2",
+            )?;
+            for t in targets {
+                let row: Option<(String, Option<String>)> = check
+                    .query_row(params![t.to_string(), access.owner], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?;
+                match row {
+                    None => rejection.not_found.push(*t),
+                    Some((category, _)) if category == Category::Rule.as_str() => {
+                        rejection.rules.push(*t)
+                    }
+                    Some((_, Some(_))) => rejection.already_superseded.push(*t),
+                    Some(_) => {}
+                }
+            }
+        }
+        if !rejection.is_empty() {
+            return Ok(Err(rejection));
+        }
+        let rowid = write_row(&tx, new, &body)?;
+        write_vector(&tx, rowid, embedding)?;
+        {
+            let mut stamp = tx.prepare_cached(&format!(
+                "UPDATE memories SET superseded_by = ?1,
+                    body = json_set(body, '$.superseded_by', ?1, {STAMP_VERSION})
+                 WHERE id = ?3"
+            ))?;
+            for t in targets {
+                stamp.execute(params![new.id.to_string(), SCHEMA_VERSION, t.to_string()])?;
+            }
+        }
+        if let Some(e) = idempotency {
+            tx.execute(
+                "INSERT INTO idempotency (owner, key, fingerprint, id, short_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![access.owner, e.key, e.fingerprint, e.id.to_string(), e.short_id.as_str()],
+            )?;
+        }
+        tx.commit()?;
+        Ok(Ok(()))
+    }
+
+    fn idempotency(&self, access: &Access, key: &str) -> Result<Option<IdempotencyEntry>> {
+        let conn = self.lock();
+        let row: Option<(String, String, String)> = conn
+            .query_row(
+                "SELECT fingerprint, id, short_id FROM idempotency WHERE owner = ?1 AND key = ?2",
+                params![access.owner, key],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()?;
+        row.map(|(fingerprint, id, short)| {
+            Ok(IdempotencyEntry {
+                key: key.to_owned(),
+                fingerprint,
+                id: RecordId::parse(&id)
+                    .ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))?,
+                short_id: ShortId::parse(&short)
+                    .ok_or_else(|| StoreError::Corrupt(format!("bad short id {short}")))?,
+            })
+        })
+        .transpose()
+    }
+
+    fn set_archived(
+        &self,
+        access: &Access,
+        ids: &[RecordId],
+        at: Option<EpochSeconds>,
+    ) -> Result<Vec<bool>> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut out = Vec::with_capacity(ids.len());
+        {
+            let mut stmt = match at {
+                Some(_) => tx.prepare_cached(&format!(
+                    "UPDATE memories SET archived_at = ?1,
+                        body = json_set(body, '$.archived_at', ?2, {STAMP_VERSION})
+                     WHERE id = ?4 AND owner IS NOT NULL AND owner = ?5 AND archived_at IS NULL"
+                ))?,
+                None => tx.prepare_cached(&format!(
+                    "UPDATE memories SET archived_at = NULL,
+                        body = json_set(json_remove(body, '$.archived_at'), {STAMP_VERSION})
+                     WHERE id = ?2 AND owner IS NOT NULL AND owner = ?3
+                        AND archived_at IS NOT NULL"
+                ))?,
+            };
+            for id in ids {
+                let n = match at {
+                    Some(t) => stmt.execute(params![
+                        t.as_secs(),
+                        t.to_rfc3339(),
+                        SCHEMA_VERSION,
+                        id.to_string(),
+                        access.owner
+                    ])?,
+                    None => stmt.execute(params![SCHEMA_VERSION, id.to_string(), access.owner])?,
+                };
+                out.push(n > 0);
+            }
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+
+    fn with_any_tag(
+        &self,
+        access: &Access,
+        tags: &[String],
+        gate: Gate,
+        exclude: &RecordId,
+        limit: usize,
+    ) -> Result<Vec<Memory>> {
+        if tags.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut w = Where::new();
+        w.access(access);
+        w.gate(gate);
+        w.and("m.id <> ?", [Value::Text(exclude.to_string())]);
+        let marks = vec!["?"; tags.len()].join(", ");
+        w.and(
+            &format!(
+                "EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory = m.rowid AND t.tag IN ({marks}))"
+            ),
+            tags.iter().map(|t| Value::Text(t.clone())),
+        );
+        self.select_recent(w, limit)
+    }
+
+    fn with_any_citation(
+        &self,
+        access: &Access,
+        citations: &[Citation],
+        gate: Gate,
+        exclude: &RecordId,
+        limit: usize,
+    ) -> Result<Vec<Memory>> {
+        if citations.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut w = Where::new();
+        w.access(access);
+        w.gate(gate);
+        w.and("m.id <> ?", [Value::Text(exclude.to_string())]);
+        let pairs = vec![
+            "(json_extract(c.value, '$.kind') = ? AND json_extract(c.value, '$.ref') = ?)";
+            citations.len()
+        ]
+        .join(" OR ");
+        w.and(
+            &format!("EXISTS (SELECT 1 FROM json_each(m.body, '$.citations') c WHERE {pairs})"),
+            citations.iter().flat_map(|c| {
+                [Value::Text(c.kind.as_str().to_owned()), Value::Text(c.reference.clone())]
+            }),
+        );
+        self.select_recent(w, limit)
+    }
+
+    fn vector(&self, id: &RecordId, model: &str) -> Result<Option<Vec<f32>>> {
+        let conn = self.lock();
+        let blob: Option<Vec<u8>> = conn
+            .query_row(
+                "SELECT v.vec FROM vectors v JOIN memories m ON m.rowid = v.memory
+                 WHERE m.id = ?1 AND v.model = ?2",
+                params![id.to_string(), model],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(blob.map(|b| blob_to_vec(&b)))
+    }
+
+    fn list_oldest(
+        &self,
+        access: &Access,
+        filter: &Filter,
+        gate: Gate,
+        limit: usize,
+    ) -> Result<Vec<Memory>> {
+        let mut w = Where::new();
+        w.access(access);
+        w.filter(filter);
+        w.gate(gate);
+        w.params.push(Value::Integer(limit as i64));
+        let conn = self.lock();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT m.body FROM memories m WHERE {} ORDER BY m.created_at ASC, m.id ASC LIMIT ?",
+            w.sql
+        ))?;
+        let bodies: Vec<String> =
+            stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
+        bodies.iter().map(|b| decode(b)).collect()
+    }
+}
+
+impl SqliteStore {
+    /// Rows matching `w`, most recent first, at most `limit`.
+    fn select_recent(&self, mut w: Where, limit: usize) -> Result<Vec<Memory>> {
+        w.params.push(Value::Integer(limit as i64));
+        let conn = self.lock();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT m.body FROM memories m WHERE {} ORDER BY m.created_at DESC, m.id DESC LIMIT ?",
+            w.sql
+        ))?;
+        let bodies: Vec<String> =
+            stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
+        bodies.iter().map(|b| decode(b)).collect()
     }
 }
