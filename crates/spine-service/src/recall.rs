@@ -283,9 +283,7 @@ impl Service {
             .into_iter()
             .map(|m| {
                 let states: Vec<State> = spine_core::derive_states(&m, now);
-                let mut v = MemoryView::new(m, states, false);
-                v.content = v.content.take();
-                v
+                MemoryView::new(m, states, false)
             })
             .collect();
         let coverage = if a.cross_spine {

@@ -1,67 +1,16 @@
 //! Behaviour of the service operations against the real store and the real model, read
 //! against SPEC sections. Time is a ManualClock so boundaries are exact.
 
-use std::sync::{Arc, OnceLock};
-
 use serde_json::{Value, json};
 use spine_core::{
-    Caller, Clock, EpochSeconds, ErrorCode, Hint, IdRef, Limits, ManualClock, Memory, RecordId,
-    Timestamp,
+    Caller, Clock, EpochSeconds, ErrorCode, Hint, IdRef, Limits, Memory, RecordId, Timestamp,
 };
-use spine_embed::{BuiltinEmbedder, Embedder};
-use spine_service::Service;
+use spine_embed::Embedder;
 use spine_service::args::*;
-use spine_store::{Access, Embedding, SqliteStore, Store};
-use tempfile::TempDir;
+use spine_store::{Access, Embedding, Store};
 
-const T0: i64 = 1_800_000_000; // 2027-01-15T08:00:00Z
-
-fn embedder() -> Arc<BuiltinEmbedder> {
-    static MODEL: OnceLock<Arc<BuiltinEmbedder>> = OnceLock::new();
-    MODEL
-        .get_or_init(|| {
-            Arc::new(
-                BuiltinEmbedder::load(&spine_embed::default_model_dir())
-                    .expect("model present (run scripts/fetch-model.sh)"),
-            )
-        })
-        .clone()
-}
-
-struct Env {
-    service: Service,
-    clock: Arc<ManualClock>,
-    store: Arc<SqliteStore>,
-    _dir: TempDir,
-}
-
-fn env() -> Env {
-    env_with(Limits::default())
-}
-
-fn env_with(limits: Limits) -> Env {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
-    let clock = Arc::new(ManualClock::new(Timestamp::from_micros(T0 * 1_000_000)));
-    let service = Service::new(store.clone(), embedder(), clock.clone(), limits);
-    Env { service, clock, store, _dir: dir }
-}
-
-fn args<T: serde::de::DeserializeOwned + schemars::JsonSchema>(v: Value) -> T {
-    parse_args(v.as_object().cloned().unwrap()).unwrap()
-}
-
-fn anon() -> Caller {
-    Caller::anonymous()
-}
-
-fn alice() -> Caller {
-    Caller::authenticated("alice@example.com", "alice@example.com")
-}
-
-fn bob() -> Caller {
-    Caller::authenticated("bob@example.com", "bob@example.com")
-}
+mod common;
+use common::*;
 
 const SCOPE: &str = "run1:project:spine";
 

@@ -3,57 +3,15 @@
 //! and error shapes) and durability; behaviour is covered by the service tests.
 
 use std::process::Stdio;
-use std::time::Duration;
 
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
-use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
-use serde_json::{Value, json};
+use rmcp::model::Tool;
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::json;
 use tempfile::TempDir;
 
-const SPINE: &str = env!("CARGO_BIN_EXE_spine");
-
-type Client = RunningService<RoleClient, ()>;
-
-async fn stdio_client(data: &std::path::Path) -> Client {
-    let transport = TokioChildProcess::new(tokio::process::Command::new(SPINE).configure(|c| {
-        c.arg("mcp").arg("--data-dir").arg(data).stderr(Stdio::null());
-    }))
-    .expect("spawn spine mcp");
-    ().serve(transport).await.expect("initialize over stdio")
-}
-
-async fn call(client: &Client, tool: &'static str, args: Value) -> CallToolResult {
-    client
-        .call_tool(
-            CallToolRequestParams::new(tool).with_arguments(args.as_object().cloned().unwrap()),
-        )
-        .await
-        .expect("tools/call answered")
-}
-
-/// The structured content, after checking the text block carries the same JSON.
-fn body(r: &CallToolResult) -> Value {
-    let structured = r.structured_content.clone().expect("structuredContent present");
-    let text = r.content[0].as_text().expect("a text block").text.clone();
-    assert_eq!(
-        serde_json::from_str::<Value>(&text).unwrap(),
-        structured,
-        "text block = structured"
-    );
-    structured
-}
-
-fn ok(r: CallToolResult) -> Value {
-    assert_ne!(r.is_error, Some(true), "unexpected error: {:?}", r.content);
-    body(&r)
-}
-
-fn err(r: CallToolResult) -> Value {
-    assert_eq!(r.is_error, Some(true), "expected a tool error: {:?}", r.content);
-    body(&r)["error"].clone()
-}
+mod common;
+use common::*;
 
 /// SPEC "Tool annotations": (readOnly, destructive, idempotent, openWorld).
 const ANNOTATIONS: &[(&str, [bool; 4])] = &[
@@ -219,35 +177,6 @@ async fn acknowledged_write_survives_kill_9() {
     let got = ok(call(&client, "get_memory", json!({"id": s["id"]})).await);
     assert_eq!(got["content"], "Durable: this write was acknowledged before the crash.");
     client.cancel().await.unwrap();
-}
-
-struct Server {
-    child: tokio::process::Child,
-    addr: String,
-    _dir: TempDir,
-}
-
-async fn start_http() -> Server {
-    let dir = TempDir::new().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let addr = format!("127.0.0.1:{port}");
-    let child = tokio::process::Command::new(SPINE)
-        .args(["serve", "--listen", &addr, "--data-dir"])
-        .arg(dir.path())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let http = reqwest::Client::new();
-    for _ in 0..300 {
-        if let Ok(r) = http.get(format!("http://{addr}/healthz")).send().await
-            && r.status().is_success()
-        {
-            return Server { child, addr, _dir: dir };
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("spine serve did not become healthy");
 }
 
 #[tokio::test]
