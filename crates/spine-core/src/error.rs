@@ -77,6 +77,10 @@ pub enum Hint {
     RuleImmutable,
     /// The record is not in the state this operation needs.
     WrongState,
+    /// A supersession target already has a successor: supersede the chain's live head.
+    AlreadySuperseded,
+    /// An idempotency key reused with different content or targets.
+    IdempotencyMismatch,
 }
 
 impl Hint {
@@ -102,6 +106,8 @@ impl Hint {
             Hint::Blank => "blank",
             Hint::RuleImmutable => "rule_immutable",
             Hint::WrongState => "wrong_state",
+            Hint::AlreadySuperseded => "already_superseded",
+            Hint::IdempotencyMismatch => "idempotency_mismatch",
         }
     }
 }
@@ -149,6 +155,16 @@ impl Error {
     ) -> Self {
         Error {
             code: ErrorCode::FailedPrecondition,
+            field: Some(field.into()),
+            hint: Some(hint),
+            message: message.into(),
+        }
+    }
+
+    /// A conflicting earlier call.
+    pub fn conflict(field: impl Into<String>, hint: Hint, message: impl Into<String>) -> Self {
+        Error {
+            code: ErrorCode::Conflict,
             field: Some(field.into()),
             hint: Some(hint),
             message: message.into(),

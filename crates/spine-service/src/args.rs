@@ -267,6 +267,83 @@ pub struct UpdateMemoryArgs {
     pub summary: Option<String>,
 }
 
+/// Arguments of supersede_memory: store_memory's for the correcting record, plus the
+/// records it replaces.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct SupersedeMemoryArgs {
+    /// The corrected memory text (also what is embedded).
+    pub content: String,
+    /// Scope `<run>:<tier>:<repo>` of the correcting record.
+    pub scope: String,
+    /// `user-said` or `agent-inferred`.
+    pub source: String,
+    /// `decision`, `preference`, `convention` or `gotcha`.
+    pub category: String,
+    /// Free-form labels.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Repository name or URL.
+    #[serde(default)]
+    pub repo: Option<String>,
+    /// Workspace identifier.
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// Path to the git worktree.
+    #[serde(default)]
+    pub worktree_path: Option<String>,
+    /// Base directory of the project.
+    #[serde(default)]
+    pub base_dir: Option<String>,
+    /// Short human-readable summary.
+    #[serde(default)]
+    pub summary: Option<String>,
+    /// Evidence backing the memory (at most 50).
+    #[serde(default)]
+    pub citations: Option<Vec<Citation>>,
+    /// Ids (UUID or short_id) of the records this one replaces: each must be yours, the live
+    /// head of its chain, and not a rule. Duplicates collapse.
+    pub supersedes: Vec<String>,
+    /// true: run every check and report the resolved targets without writing anything.
+    #[serde(default = "default_false")]
+    pub validate_only: bool,
+    /// Any string (1 to 256 bytes) identifying this correction: a retry with the same key,
+    /// content and targets returns the original result instead of writing twice.
+    #[serde(default)]
+    pub idempotency_key: Option<String>,
+}
+
+impl SupersedeMemoryArgs {
+    /// Splits into the new record's arguments and the supersession arguments.
+    pub fn split(self) -> (StoreMemoryArgs, Vec<String>, bool, Option<String>) {
+        (
+            StoreMemoryArgs {
+                content: self.content,
+                scope: self.scope,
+                source: self.source,
+                category: self.category,
+                tags: self.tags,
+                repo: self.repo,
+                workspace: self.workspace,
+                worktree_path: self.worktree_path,
+                base_dir: self.base_dir,
+                summary: self.summary,
+                citations: self.citations,
+            },
+            self.supersedes,
+            self.validate_only,
+            self.idempotency_key,
+        )
+    }
+}
+
+/// Arguments of archive_memory and restore_memory.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct BatchIdsArgs {
+    /// 1 to 1000 record ids (UUID or short_id), each at most 256 bytes. Each gets its own
+    /// outcome, in input order.
+    pub ids: Vec<String>,
+}
+
 /// Arguments of delete_all.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct DeleteAllArgs {
@@ -292,6 +369,21 @@ pub struct ListTagsArgs {
     /// Number of tags; 0 or omitted = 100; at most 1000.
     #[serde(default)]
     pub limit: Option<u64>,
+}
+
+/// Arguments of related_memories.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct RelatedMemoriesArgs {
+    /// Anchor record: UUID or short_id (case-insensitive). Any state; must be readable by you.
+    pub id: String,
+    /// Most vector (meaning) neighbours; 0 or omitted = 8; at most 1000. Does not change
+    /// the other edge types' caps.
+    #[serde(default)]
+    pub k: Option<u64>,
+    /// true returns every field (including citations) on the anchor and each related record;
+    /// default is the compact view.
+    #[serde(default = "default_false")]
+    pub full: bool,
 }
 
 #[cfg(test)]

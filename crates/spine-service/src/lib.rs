@@ -11,6 +11,7 @@
 #![deny(missing_docs)]
 
 pub mod args;
+mod lifecycle;
 mod memory;
 pub mod rank;
 mod recall;

@@ -57,7 +57,7 @@ fn not_found(input: &str) -> Error {
 
 impl Service {
     /// Validates store_memory arguments into a new record (not yet embedded or written).
-    fn new_memory(&self, caller: &Caller, a: StoreMemoryArgs) -> Result<Memory, Error> {
+    pub(crate) fn new_memory(&self, caller: &Caller, a: StoreMemoryArgs) -> Result<Memory, Error> {
         self.limits().check_content(&a.content)?;
         let scope = Scope::parse_memory("scope", &a.scope)?;
         let source = Source::parse("source", &a.source)?;

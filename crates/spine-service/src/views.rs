@@ -197,6 +197,56 @@ pub struct Stored {
     pub short_id: ShortId,
 }
 
+/// Result of supersede_memory: `{id, short_id}` of the correcting record, or with
+/// `validate_only` the preflight verdict `{validated, supersedes, targets}`.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct SupersedeResult {
+    /// UUID of the correcting record (absent with validate_only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<RecordId>,
+    /// Its short handle (absent with validate_only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub short_id: Option<ShortId>,
+    /// validate_only: true when a real call would succeed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub validated: Option<bool>,
+    /// validate_only: the `supersedes` list the correcting record would carry (UUIDs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<Vec<RecordId>>,
+    /// validate_only: each distinct target as resolved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub targets: Option<Vec<ResolvedTarget>>,
+}
+
+/// A supersession target as resolved from the caller's input.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ResolvedTarget {
+    /// The entry as the caller wrote it (the first spelling when several name one record).
+    pub input: String,
+    /// The record's UUID.
+    pub id: RecordId,
+    /// The record's short handle.
+    pub short_id: ShortId,
+}
+
+/// Outcome of one entry of archive_memory / restore_memory.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct BatchOutcome {
+    /// The entry as the caller wrote it.
+    pub input: String,
+    /// The resolved record UUID; "" when not_found.
+    pub id: String,
+    /// `archived` / `already_archived` / `restored` / `not_archived` / `not_found`.
+    pub outcome: String,
+}
+
+/// Result of archive_memory / restore_memory: one outcome per input entry, in order.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct BatchResult {
+    /// Outcomes in input order (a duplicate entry gets its own row).
+    pub results: Vec<BatchOutcome>,
+}
+
 /// Result of the tools that change or delete records.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Status {
@@ -298,6 +348,128 @@ pub struct TagsResult {
     pub tags: Vec<TagCountView>,
     /// true when more tags exist than `limit`.
     pub more: bool,
+}
+
+/// Result of related_memories: the anchor and the records connected to it.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RelatedResult {
+    /// The anchor record, in any state (`states` says which).
+    pub anchor: MemoryView,
+    /// Each connected record once, with one edge per type connecting it: supersession
+    /// records first (nearest first), then the rest strongest edge first.
+    pub related: Vec<RelatedItem>,
+    /// true when a supersession, citation or tag cap left connected records out. The vector
+    /// neighbours are always capped at `k` and never set it.
+    pub truncated: bool,
+}
+
+/// A record related to the anchor, and how.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RelatedItem {
+    /// The related record (compact unless `full`), with its `states`.
+    pub memory: MemoryView,
+    /// At most one edge per type, in the order supersession, citation, tag, vector.
+    pub edges: Vec<Edge>,
+}
+
+/// How a related record connects to the anchor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeType {
+    /// Same supersession chain (either way).
+    Supersession,
+    /// Cites at least one of the anchor's citations (same kind and ref).
+    Citation,
+    /// Carries at least one of the anchor's tags.
+    Tag,
+    /// Near the anchor in meaning (cosine of the vectors).
+    Vector,
+}
+
+/// Which way along a supersession chain a record lies from the anchor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Replaced, directly or transitively, by the anchor.
+    Predecessor,
+    /// Replaces the anchor, directly or transitively.
+    Successor,
+}
+
+/// A citation two records share: the same `kind` and `ref` (locator, pin and excerpt may
+/// differ and are not repeated).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct SharedCitation {
+    /// `file`, `commit`, `url` or `repo`.
+    pub kind: spine_core::CitationKind,
+    /// Path, repo URL, or doc URL.
+    #[serde(rename = "ref")]
+    pub reference: String,
+}
+
+/// One edge between the anchor and a related record.
+///
+/// Invariant (kept by the constructors): only the fields of the edge's `type` are present —
+/// `direction` and `depth` on supersession, `shared_citations` on citation, `shared_tags` and
+/// `tag_weight` on tag, `score` on vector.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct Edge {
+    /// `supersession`, `citation`, `tag` or `vector`.
+    #[serde(rename = "type")]
+    pub edge_type: EdgeType,
+    /// vector: cosine similarity of the two records' vectors (higher = closer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f32>,
+    /// tag: the tags both records carry, sorted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_tags: Option<Vec<String>>,
+    /// tag: shared tags / distinct tags of both records together (0..1; 1 = same tag set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tag_weight: Option<f32>,
+    /// citation: the citations both records carry, in the anchor's order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_citations: Option<Vec<SharedCitation>>,
+    /// supersession: `predecessor` (the anchor replaced it) or `successor` (it replaced the
+    /// anchor).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direction: Option<Direction>,
+    /// supersession: links between it and the anchor (1 = direct).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+}
+
+impl Edge {
+    fn of(edge_type: EdgeType) -> Self {
+        Edge {
+            edge_type,
+            score: None,
+            shared_tags: None,
+            tag_weight: None,
+            shared_citations: None,
+            direction: None,
+            depth: None,
+        }
+    }
+
+    /// A supersession edge `depth` links away in `direction`.
+    pub fn supersession(direction: Direction, depth: u32) -> Self {
+        Edge { direction: Some(direction), depth: Some(depth), ..Edge::of(EdgeType::Supersession) }
+    }
+
+    /// A citation edge over the `shared` citations.
+    pub fn citation(shared: Vec<SharedCitation>) -> Self {
+        Edge { shared_citations: Some(shared), ..Edge::of(EdgeType::Citation) }
+    }
+
+    /// A tag edge over the `shared` tags (sorted) with their `weight`.
+    pub fn tag(shared: Vec<String>, weight: f32) -> Self {
+        Edge { shared_tags: Some(shared), tag_weight: Some(weight), ..Edge::of(EdgeType::Tag) }
+    }
+
+    /// A vector edge with cosine `score`.
+    pub fn vector(score: f32) -> Self {
+        Edge { score: Some(score), ..Edge::of(EdgeType::Vector) }
+    }
 }
 
 #[cfg(test)]

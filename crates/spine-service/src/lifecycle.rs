@@ -1,0 +1,367 @@
+//! Record lifecycle: supersede_memory, archive_memory, restore_memory.
+//!
+//! Supersession replaces live heads with a correcting record in one store transaction;
+//! archive and restore flip one independent marker per record. All three are owner-only
+//! (SPEC Authentication 5): targets resolve among the caller's own records, so another
+//! owner's record, a missing one and an ambiguous short_id are the same `not_found`.
+
+use sha2::{Digest, Sha256};
+use spine_core::{Caller, Category, Error, Hint, IdRef, MAX_ID_BYTES, Memory, RecordId};
+use spine_store::{Access, Embedding, IdempotencyEntry, SupersedeRejection};
+
+use crate::args::{BatchIdsArgs, SupersedeMemoryArgs};
+use crate::views::{BatchOutcome, BatchResult, ResolvedTarget, SupersedeResult};
+use crate::{Service, store_error};
+
+/// Most entries in one archive_memory / restore_memory call (SPEC Limits).
+pub const MAX_BATCH: usize = 1000;
+
+/// Most bytes of an idempotency key (our choice; documented in docs/records.md).
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
+
+/// A target as resolved: the caller's first spelling and the record.
+struct Target {
+    input: String,
+    record: Memory,
+}
+
+/// Fingerprint of a supersession: the new content and the sorted, distinct target set.
+fn fingerprint(content: &str, targets: &[RecordId]) -> String {
+    let mut ids: Vec<String> = targets.iter().map(RecordId::to_string).collect();
+    ids.sort();
+    let mut h = Sha256::new();
+    h.update((content.len() as u64).to_le_bytes());
+    h.update(content.as_bytes());
+    for id in &ids {
+        h.update(b"\n");
+        h.update(id.as_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn quoted(inputs: &[&str]) -> String {
+    inputs.iter().map(|s| format!("{s:?}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The rejection naming every offending target (SPEC Errors 3). Not-found targets are
+/// named only by the caller's own input; the others are the caller's own records.
+fn rejection_error(
+    not_found: &[&str],
+    already_superseded: &[&str],
+    rules: &[&str],
+) -> Option<Error> {
+    let mut parts = Vec::new();
+    if !not_found.is_empty() {
+        parts.push(format!("no record you own for {}", quoted(not_found)));
+    }
+    if !already_superseded.is_empty() {
+        parts.push(format!(
+            "already superseded (supersede the chain's live head instead): {}",
+            quoted(already_superseded)
+        ));
+    }
+    if !rules.is_empty() {
+        parts.push(format!(
+            "rules cannot be superseded (delete the rule instead): {}",
+            quoted(rules)
+        ));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    let message = format!("supersedes: {}; nothing was written", parts.join("; "));
+    Some(if !not_found.is_empty() {
+        Error::not_found("supersedes", message)
+    } else if !already_superseded.is_empty() {
+        Error::failed_precondition("supersedes", Hint::AlreadySuperseded, message)
+    } else {
+        Error::failed_precondition("supersedes", Hint::RuleImmutable, message)
+    })
+}
+
+/// Checks the shape of a batch of ids (SPEC archive_memory): the only whole-call rejections.
+fn check_batch(ids: &[String]) -> Result<(), Error> {
+    if ids.is_empty() {
+        return Err(Error::invalid("ids", Hint::Required, "ids needs at least one record id"));
+    }
+    if ids.len() > MAX_BATCH {
+        return Err(Error::invalid(
+            "ids",
+            Hint::TooMany,
+            format!("ids has {} entries; at most {MAX_BATCH} per call", ids.len()),
+        ));
+    }
+    for (i, id) in ids.iter().enumerate() {
+        if id.trim().is_empty() {
+            return Err(Error::invalid(
+                format!("ids[{i}]"),
+                Hint::Blank,
+                "an id must not be blank",
+            ));
+        }
+        if id.len() > MAX_ID_BYTES {
+            return Err(Error::invalid(
+                format!("ids[{i}]"),
+                Hint::TooLong,
+                format!("ids[{i}] is {} bytes; an id is at most {MAX_ID_BYTES}", id.len()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Service {
+    /// supersede_memory: stores a correcting record that replaces live heads the caller owns.
+    pub fn supersede_memory(
+        &self,
+        caller: &Caller,
+        a: SupersedeMemoryArgs,
+    ) -> Result<SupersedeResult, Error> {
+        let (base, supersedes, validate_only, key) = a.split();
+        // Entries are checked before any resolution (SPEC: a long entry rejects the call).
+        if supersedes.is_empty() {
+            return Err(Error::invalid(
+                "supersedes",
+                Hint::Required,
+                "supersedes needs at least one id of the record being corrected",
+            ));
+        }
+        let mut refs = Vec::with_capacity(supersedes.len());
+        for (i, s) in supersedes.iter().enumerate() {
+            let field = format!("supersedes[{i}]");
+            if s.trim().is_empty() {
+                return Err(Error::invalid(field, Hint::Blank, "an id must not be blank"));
+            }
+            if s.len() > MAX_ID_BYTES {
+                return Err(Error::invalid(
+                    field.clone(),
+                    Hint::TooLong,
+                    format!("{field} is {} bytes; an id is at most {MAX_ID_BYTES}", s.len()),
+                ));
+            }
+            refs.push(IdRef::parse_lenient(s));
+        }
+        let key = match key {
+            Some(k) if k.trim().is_empty() => {
+                return Err(Error::invalid(
+                    "idempotency_key",
+                    Hint::Blank,
+                    "idempotency_key must not be blank (omit it instead)",
+                ));
+            }
+            Some(k) if k.len() > MAX_IDEMPOTENCY_KEY_BYTES => {
+                return Err(Error::invalid(
+                    "idempotency_key",
+                    Hint::TooLong,
+                    format!(
+                        "idempotency_key is {} bytes; at most {MAX_IDEMPOTENCY_KEY_BYTES}",
+                        k.len()
+                    ),
+                ));
+            }
+            other => other,
+        };
+        // The correcting record is validated completely before anything is resolved.
+        let mut new = self.new_memory(caller, base)?;
+
+        // Resolve among the caller's own records; collapse duplicates and spellings.
+        let owned = Access::owned(caller);
+        let mut targets: Vec<Target> = Vec::new();
+        let mut not_found: Vec<&str> = Vec::new();
+        for (input, r) in supersedes.iter().zip(&refs) {
+            let record = match r {
+                Some(r) => self.store.resolve(&owned, r).map_err(store_error)?,
+                None => None,
+            };
+            match record {
+                None => {
+                    if !not_found.contains(&input.as_str()) {
+                        not_found.push(input);
+                    }
+                }
+                Some(m) => {
+                    if !targets.iter().any(|t| t.record.id == m.id) {
+                        targets.push(Target { input: input.clone(), record: m });
+                    }
+                }
+            }
+        }
+        if !not_found.is_empty() {
+            // SPEC Errors 3: name every offending target; not-found first.
+            let (sup, rules) = classify(&targets);
+            return Err(rejection_error(&not_found, &sup, &rules).expect("not_found is non-empty"));
+        }
+        let target_ids: Vec<RecordId> = targets.iter().map(|t| t.record.id).collect();
+        let print = fingerprint(&new.content, &target_ids);
+
+        // Replay after existence and ownership checks (SPEC supersede_memory); never for a
+        // validate_only call.
+        if let (Some(k), false) = (&key, validate_only)
+            && let Some(prior) = self.store.idempotency(&owned, k).map_err(store_error)?
+        {
+            if prior.fingerprint == print {
+                return Ok(SupersedeResult {
+                    id: Some(prior.id),
+                    short_id: Some(prior.short_id),
+                    ..Default::default()
+                });
+            }
+            return Err(Error::conflict(
+                "idempotency_key",
+                Hint::IdempotencyMismatch,
+                "this idempotency_key was used for a different correction (other content or \
+                 other targets); use a new key",
+            ));
+        }
+
+        let (sup, rules) = classify(&targets);
+        if let Some(e) = rejection_error(&[], &sup, &rules) {
+            return Err(e);
+        }
+        if validate_only {
+            return Ok(SupersedeResult {
+                validated: Some(true),
+                supersedes: Some(target_ids),
+                targets: Some(
+                    targets
+                        .into_iter()
+                        .map(|t| ResolvedTarget {
+                            input: t.input,
+                            id: t.record.id,
+                            short_id: t.record.short_id,
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            });
+        }
+
+        new.supersedes = target_ids.clone();
+        let vector = self.embed_one(&new.content)?;
+        let embedding = Embedding { model: self.embedder.model_id(), vector: &vector };
+        let entry = key.map(|key| IdempotencyEntry {
+            key,
+            fingerprint: print,
+            id: new.id,
+            short_id: new.short_id.clone(),
+        });
+        match self
+            .store
+            .supersede(&owned, &new, embedding, &target_ids, entry.as_ref())
+            .map_err(store_error)?
+        {
+            Ok(()) => Ok(SupersedeResult {
+                id: Some(new.id),
+                short_id: Some(new.short_id),
+                ..Default::default()
+            }),
+            // A concurrent call changed a target between the checks and the transaction.
+            Err(r) => Err(transaction_rejection(&targets, &r)),
+        }
+    }
+
+    /// archive_memory: sets archived_at on each record the caller owns.
+    pub fn archive_memory(&self, caller: &Caller, a: BatchIdsArgs) -> Result<BatchResult, Error> {
+        let at = self.clock.now().to_epoch_seconds();
+        self.batch(caller, a, Some(at), ["archived", "already_archived"])
+    }
+
+    /// restore_memory: clears archived_at on each record the caller owns.
+    pub fn restore_memory(&self, caller: &Caller, a: BatchIdsArgs) -> Result<BatchResult, Error> {
+        self.batch(caller, a, None, ["restored", "not_archived"])
+    }
+
+    fn batch(
+        &self,
+        caller: &Caller,
+        a: BatchIdsArgs,
+        at: Option<spine_core::EpochSeconds>,
+        [changed, unchanged]: [&str; 2],
+    ) -> Result<BatchResult, Error> {
+        check_batch(&a.ids)?;
+        let owned = Access::owned(caller);
+        let mut resolved: Vec<Option<RecordId>> = Vec::with_capacity(a.ids.len());
+        for input in &a.ids {
+            let id = match IdRef::parse_lenient(input) {
+                Some(r) => self.store.resolve(&owned, &r).map_err(store_error)?.map(|m| m.id),
+                None => None,
+            };
+            resolved.push(id);
+        }
+        let ids: Vec<RecordId> = resolved.iter().flatten().copied().collect();
+        let mut flips = self.store.set_archived(&owned, &ids, at).map_err(store_error)?.into_iter();
+        let results = a
+            .ids
+            .into_iter()
+            .zip(resolved)
+            .map(|(input, id)| match id {
+                None => BatchOutcome { input, id: String::new(), outcome: "not_found".into() },
+                Some(id) => {
+                    // The record was resolved as owned a moment ago; if a concurrent delete
+                    // removed it since, the flip is false and "unchanged" is still true.
+                    let flipped = flips.next().unwrap_or(false);
+                    BatchOutcome {
+                        input,
+                        id: id.to_string(),
+                        outcome: if flipped { changed } else { unchanged }.into(),
+                    }
+                }
+            })
+            .collect();
+        Ok(BatchResult { results })
+    }
+}
+
+/// Targets already superseded and targets that are rules, by the caller's spelling.
+fn classify(targets: &[Target]) -> (Vec<&str>, Vec<&str>) {
+    let sup = targets
+        .iter()
+        .filter(|t| t.record.category != Category::Rule && t.record.superseded_by.is_some())
+        .map(|t| t.input.as_str())
+        .collect();
+    let rules = targets
+        .iter()
+        .filter(|t| t.record.category == Category::Rule)
+        .map(|t| t.input.as_str())
+        .collect();
+    (sup, rules)
+}
+
+/// The error for a rejection found inside the store transaction.
+fn transaction_rejection(targets: &[Target], r: &SupersedeRejection) -> Error {
+    let name = |ids: &[RecordId]| -> Vec<&str> {
+        targets.iter().filter(|t| ids.contains(&t.record.id)).map(|t| t.input.as_str()).collect()
+    };
+    rejection_error(&name(&r.not_found), &name(&r.already_superseded), &name(&r.rules))
+        .unwrap_or_else(|| Error::internal("supersession rejected without a reason"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_ignores_target_order_but_not_content_or_set() {
+        let a = RecordId::mint();
+        let b = RecordId::mint();
+        assert_eq!(fingerprint("x", &[a, b]), fingerprint("x", &[b, a]));
+        assert_ne!(fingerprint("x", &[a, b]), fingerprint("y", &[a, b]));
+        assert_ne!(fingerprint("x", &[a, b]), fingerprint("x", &[a]));
+    }
+
+    #[test]
+    fn batch_shape_bounds() {
+        assert_eq!(check_batch(&[]).unwrap_err().hint, Some(Hint::Required));
+        let max = vec!["x".to_owned(); MAX_BATCH];
+        assert!(check_batch(&max).is_ok());
+        let over = vec!["x".to_owned(); MAX_BATCH + 1];
+        assert_eq!(check_batch(&over).unwrap_err().hint, Some(Hint::TooMany));
+        let long = vec!["a".repeat(MAX_ID_BYTES)];
+        assert!(check_batch(&long).is_ok());
+        let longer = vec!["a".repeat(MAX_ID_BYTES + 1)];
+        let e = check_batch(&longer).unwrap_err();
+        assert_eq!((e.field.as_deref(), e.hint), (Some("ids[0]"), Some(Hint::TooLong)));
+        let blank = vec!["ok".to_owned(), " ".to_owned()];
+        assert_eq!(check_batch(&blank).unwrap_err().field.as_deref(), Some("ids[1]"));
+    }
+}
