@@ -15,10 +15,13 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use spine_core::Error;
 use spine_service::args::{
-    DeleteAllArgs, IdArgs, ListMemoryArgs, ListScheduledArgs, ListTagsArgs, ScheduleMemoryArgs,
-    SearchMemoryArgs, SetVisibilityArgs, StoreMemoryArgs, UpdateMemoryArgs, parse_args,
+    BatchIdsArgs, DeleteAllArgs, IdArgs, ListMemoryArgs, ListScheduledArgs, ListTagsArgs,
+    ScheduleMemoryArgs, SearchMemoryArgs, SetVisibilityArgs, StoreMemoryArgs, SupersedeMemoryArgs,
+    UpdateMemoryArgs, parse_args,
 };
-use spine_service::views::{ListResult, MemoryView, SearchResult, Status, Stored, TagsResult};
+use spine_service::views::{
+    BatchResult, ListResult, MemoryView, SearchResult, Status, Stored, SupersedeResult, TagsResult,
+};
 use spine_service::{Caller, Service};
 
 /// The input schema advertised for a tool: the typed argument struct's.
@@ -220,6 +223,39 @@ impl SpineMcp {
     )]
     async fn list_tags(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
         self.run(args, Service::list_tags).await
+    }
+
+    #[tool(
+        name = "supersede_memory",
+        description = "Corrects memories: stores a new record (same arguments as store_memory) that replaces one or more of your records listed in supersedes (UUIDs or short_ids). The old records stay fetchable by get_memory but leave recall. Each target must be the live head of its chain and not a rule; otherwise nothing is written and every offending target is named. validate_only=true checks without writing; idempotency_key makes retries safe. Never automatic: call it when a stored memory turned out wrong or outdated.",
+        input_schema = input::<SupersedeMemoryArgs>(),
+        output_schema = schema_for_output::<SupersedeResult>(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn supersede_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::supersede_memory).await
+    }
+
+    #[tool(
+        name = "archive_memory",
+        description = "Archives 1 to 1000 of your records (ids or short_ids): they leave recall but stay fetchable with get_memory and can be restored. One outcome per id in input order: archived, already_archived or not_found. Use only after the user has agreed.",
+        input_schema = input::<BatchIdsArgs>(),
+        output_schema = schema_for_output::<BatchResult>(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn archive_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::archive_memory).await
+    }
+
+    #[tool(
+        name = "restore_memory",
+        description = "Restores 1 to 1000 archived records of yours (ids or short_ids) to recall. One outcome per id in input order: restored, not_archived or not_found. Supersession and expiry are not affected.",
+        input_schema = input::<BatchIdsArgs>(),
+        output_schema = schema_for_output::<BatchResult>(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn restore_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::restore_memory).await
     }
 }
 

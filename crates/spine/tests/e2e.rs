@@ -26,6 +26,9 @@ const ANNOTATIONS: &[(&str, [bool; 4])] = &[
     ("delete_all", [false, true, true, false]),
     ("set_visibility", [false, false, true, false]),
     ("list_tags", [true, false, true, false]),
+    ("supersede_memory", [false, false, true, false]),
+    ("archive_memory", [false, false, true, false]),
+    ("restore_memory", [false, false, true, false]),
 ];
 
 fn check_tools(tools: &[Tool]) {
@@ -106,6 +109,48 @@ async fn exercise(client: &Client) {
     assert_eq!(scheduled["memories"][0]["id"], sched["id"]);
     assert_eq!(scheduled["memories"][0]["states"], json!(["scheduled"]));
 
+    // Lifecycle: supersede, archive, restore.
+    let old = ok(call(
+        client,
+        "store_memory",
+        json!({
+            "content": "Releases are cut from the develop branch.", "scope": scope,
+            "source": "user-said", "category": "convention"
+        }),
+    )
+    .await);
+    let fix_args = json!({
+        "content": "Releases are cut from main; develop was retired.", "scope": scope,
+        "source": "user-said", "category": "convention", "supersedes": [old["short_id"]],
+        "idempotency_key": "release-branch"
+    });
+    let fix = ok(call(client, "supersede_memory", fix_args.clone()).await);
+    assert_eq!(ok(call(client, "supersede_memory", fix_args).await), fix, "replayed");
+    let e = err(call(
+        client,
+        "supersede_memory",
+        json!({
+            "content": "x", "scope": scope, "source": "user-said", "category": "convention",
+            "supersedes": [old["id"]]
+        }),
+    )
+    .await);
+    assert_eq!(
+        (e["code"].as_str(), e["hint"].as_str()),
+        (Some("failed_precondition"), Some("already_superseded"))
+    );
+    let archived =
+        ok(call(client, "archive_memory", json!({"ids": [fix["id"], "0000000000"]})).await);
+    assert_eq!(archived["results"][0]["outcome"], "archived");
+    assert_eq!(
+        archived["results"][1],
+        json!({"input": "0000000000", "id": "", "outcome": "not_found"})
+    );
+    let restored = ok(call(client, "restore_memory", json!({"ids": [fix["short_id"]]})).await);
+    assert_eq!(restored["results"][0]["outcome"], "restored");
+    let e = err(call(client, "archive_memory", json!({"ids": []})).await);
+    assert_eq!((e["field"].as_str(), e["hint"].as_str()), (Some("ids"), Some("required")));
+
     // Error envelope: field + hint + code + message, isError, nothing changed.
     let e =
         err(call(client, "search_memory", json!({"query": "q", "scope": scope, "k": 1001})).await);
@@ -130,7 +175,7 @@ async fn exercise(client: &Client) {
     let del = ok(call(client, "delete_memory", json!({"id": short})).await);
     assert_eq!(del, json!({"status": "deleted"}));
     let cleared = ok(call(client, "delete_all", json!({"scope": scope})).await);
-    assert_eq!(cleared, json!({"status": "scope cleared", "deleted": 1}));
+    assert_eq!(cleared, json!({"status": "scope cleared", "deleted": 3}));
 }
 
 #[tokio::test]
