@@ -32,6 +32,14 @@ ANNOTATIONS = {
     "delete_all": (False, True, True, False),
     "set_visibility": (False, False, True, False),
     "list_tags": (True, False, True, False),
+    "supersede_memory": (False, False, True, False),
+    "archive_memory": (False, False, True, False),
+    "restore_memory": (False, False, True, False),
+    "related_memories": (True, False, True, False),
+    "store_discovery": (False, False, False, False),
+    "search_discovery": (True, False, True, False),
+    "store_rule": (False, False, False, False),
+    "list_rules": (True, False, True, False),
 }
 
 
@@ -43,6 +51,7 @@ def check(cond, what):
 async def exercise(client, label):
     print(f"[{label}] protocol {client.protocol_version}")
     tools = {t.name: t for t in (await client.list_tools()).tools}
+    check(sorted(tools) == sorted(ANNOTATIONS), f"{label}: exactly the SPEC tools, got {sorted(tools)}")
     for name, hints in ANNOTATIONS.items():
         check(name in tools, f"{label}: tool {name} listed")
         a = tools[name].annotations

@@ -26,6 +26,10 @@ pub const MAX_DISCOVERY_CONTENT_BYTES: usize = 64 * 1024;
 pub const MAX_RULE_CONTENT_BYTES: usize = 8 * 1024;
 /// Rule summary bytes (one physical line).
 pub const MAX_RULE_SUMMARY_BYTES: usize = 256;
+/// list_rules: most rules listed per scope (with `scopes`) or in total (without).
+pub const MAX_RULES_LISTED: usize = 1000;
+/// list_rules: a scope holding more rules than this earns an `advisory`.
+pub const RULES_ADVISORY_ABOVE: usize = 50;
 /// Bytes of a search query (ours: the embedder reads 256 tokens; this bounds the work).
 pub const MAX_QUERY_BYTES: usize = 16 * 1024;
 

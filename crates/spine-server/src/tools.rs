@@ -15,12 +15,14 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use spine_core::Error;
 use spine_service::args::{
-    BatchIdsArgs, DeleteAllArgs, IdArgs, ListMemoryArgs, ListScheduledArgs, ListTagsArgs,
-    ScheduleMemoryArgs, SearchMemoryArgs, SetVisibilityArgs, StoreMemoryArgs, SupersedeMemoryArgs,
+    BatchIdsArgs, DeleteAllArgs, IdArgs, ListMemoryArgs, ListRulesArgs, ListScheduledArgs,
+    ListTagsArgs, RelatedMemoriesArgs, ScheduleMemoryArgs, SearchDiscoveryArgs, SearchMemoryArgs,
+    SetVisibilityArgs, StoreDiscoveryArgs, StoreMemoryArgs, StoreRuleArgs, SupersedeMemoryArgs,
     UpdateMemoryArgs, parse_args,
 };
 use spine_service::views::{
-    BatchResult, ListResult, MemoryView, SearchResult, Status, Stored, SupersedeResult, TagsResult,
+    BatchResult, DiscoveryResult, ListResult, MemoryView, RelatedResult, RulesResult, SearchResult,
+    Status, Stored, SupersedeResult, TagsResult,
 };
 use spine_service::{Caller, Service};
 
@@ -257,6 +259,61 @@ impl SpineMcp {
     async fn restore_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
         self.run(args, Service::restore_memory).await
     }
+
+    #[tool(
+        name = "related_memories",
+        description = "On demand, shows what is connected to one memory: its supersession chain (predecessors and successors with depth), records citing the same files, commits or URLs, records sharing tags (with a Jaccard tag_weight), and the nearest records by meaning in its scope (k widens only this last group). Each related record appears once with every edge type linking it.",
+        input_schema = input::<RelatedMemoriesArgs>(),
+        output_schema = schema_for_output::<RelatedResult>(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn related_memories(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::related_memories).await
+    }
+
+    #[tool(
+        name = "store_discovery",
+        description = "Persists citation-backed understanding of a codebase in a discovery:<...> scope (typically discovery:repo:<repo>): kind map (orientation, structure) or fact (a pinned, checkable claim), with 1 to 50 citations (file, commit, url, repo). Recalled on demand with search_discovery, never in list_memory. Pass id to replace one of your discoveries in place. Returns id and short_id.",
+        input_schema = input::<StoreDiscoveryArgs>(),
+        output_schema = schema_for_output::<Stored>(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn store_discovery(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::store_discovery).await
+    }
+
+    #[tool(
+        name = "search_discovery",
+        description = "Finds discoveries (citation-backed codebase understanding) nearest in meaning to a query, in one discovery scope or all (cross_spine), optionally only maps or only facts. Each hit carries its citations and created_at; check pins before relying on a fact.",
+        input_schema = input::<SearchDiscoveryArgs>(),
+        output_schema = schema_for_output::<DiscoveryResult>(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn search_discovery(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::search_discovery).await
+    }
+
+    #[tool(
+        name = "store_rule",
+        description = "Persists a normative rule the user approved (only after the user approves it) in rule:repo:<repo> or rule:project:<project>, with a required one-line summary (at most 256 bytes). Rules are always shared and cannot be superseded; pass id to replace one of your rules in place (its short_id is kept). Returns id and short_id.",
+        input_schema = input::<StoreRuleArgs>(),
+        output_schema = schema_for_output::<Stored>(),
+        annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
+    )]
+    async fn store_rule(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::store_rule).await
+    }
+
+    #[tool(
+        name = "list_rules",
+        description = "Lists the rules in force, oldest first, for the given rule scopes or every readable rule scope: load them at the start of a session and follow them. Compact (summary, no content) unless full=true; an advisory appears when a scope holds more than 50 rules.",
+        input_schema = input::<ListRulesArgs>(),
+        output_schema = schema_for_output::<RulesResult>(),
+        annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
+    )]
+    async fn list_rules(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
+        self.run(args, Service::list_rules).await
+    }
 }
 
 /// What the server tells an agent at connection time.
@@ -264,7 +321,9 @@ const INSTRUCTIONS: &str = "Spine is your long-term memory across sessions. At t
 a session call list_memory for the scope (<run>:<tier>:<repo>) to load recent context; before \
 deciding something, search_memory for what was already settled. Store only deliberate, durable \
 knowledge (decisions, preferences, conventions, gotchas) with store_memory; never secrets or \
-transient state. Fetch a record in full with get_memory.";
+transient state. Fetch a record in full with get_memory. When a memory turns out wrong, \
+supersede_memory it rather than storing a contradiction. Load the user's rules with list_rules \
+and follow them; search_discovery recalls cited facts about the codebase.";
 
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for SpineMcp {

@@ -430,3 +430,89 @@ mod tests {
         assert_eq!(e.hint, Some(Hint::InvalidValue));
     }
 }
+
+/// Arguments of store_discovery. `source` (`agent-inferred`) and `category` (`discovery`) are
+/// set by the server and are not arguments.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct StoreDiscoveryArgs {
+    /// What you learned about the codebase, in your own words (also what is embedded for
+    /// search_discovery); at most 64 KiB.
+    pub content: String,
+    /// `map` (orientation: how the code is laid out and where things live) or `fact` (one
+    /// pinned, checkable claim).
+    pub kind: String,
+    /// The evidence, 1 to 50 citations: each `{kind: file|commit|url|repo, ref, locator?,
+    /// pin?, excerpt?}`; pin a commit SHA or content hash so the claim can be re-checked;
+    /// an excerpt is at most 16 KiB.
+    pub citations: Vec<Citation>,
+    /// Scope starting with `discovery:`, typically `discovery:repo:<repo>`.
+    pub scope: String,
+    /// Free-form labels.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Short summary shown in search results instead of the content (at most 512 bytes by
+    /// default).
+    #[serde(default)]
+    pub summary: Option<String>,
+    /// Omit to create a record. The UUID or short_id of one of your own discovery records
+    /// replaces it in place: content, kind, citations, scope, tags and summary become this
+    /// call's (an omitted tags or summary clears it); id, short_id and created_at are kept.
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// Arguments of search_discovery.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct SearchDiscoveryArgs {
+    /// Natural-language question about the codebase.
+    pub query: String,
+    /// A `discovery:` scope, e.g. `discovery:repo:spine`; required unless cross_spine is true.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// Only discoveries of this kind: `map` or `fact`. Omit for both.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Number of results; 0 or omitted = 8; at most 1000.
+    #[serde(default)]
+    pub k: Option<u64>,
+    /// true searches every discovery scope you can read (scope is ignored).
+    #[serde(default = "default_false")]
+    pub cross_spine: bool,
+}
+
+/// Arguments of store_rule. Call only after the user has approved the rule. `category`
+/// (`rule`), `source` (`user-said`) and `visibility` (`shared`) are set by the server.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct StoreRuleArgs {
+    /// The rule as the user approved it (also what is embedded); at most 8 KiB.
+    pub content: String,
+    /// `rule:repo:<repo>` or `rule:project:<project>`.
+    pub scope: String,
+    /// One physical line (no line breaks) of at most 256 bytes, shown by list_rules.
+    pub summary: String,
+    /// Concern-area labels (e.g. `testing`, `security`), usable as list_rules filters.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// Omit to create a rule. The UUID or short_id of one of your own rules replaces it in
+    /// place: content, scope, summary and tags become this call's (omitted tags clear them);
+    /// id, short_id and created_at are kept.
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+/// Arguments of list_rules.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ListRulesArgs {
+    /// `rule:repo:<repo>` / `rule:project:<project>` scopes to list, each oldest first, in
+    /// the order given (up to 1000 rules per scope). Omit for every rule scope you can read
+    /// in one oldest-first read (up to 1000 rules in total).
+    #[serde(default)]
+    pub scopes: Option<Vec<String>>,
+    /// Only rules carrying ALL of these tags.
+    #[serde(default)]
+    pub tags: Option<Vec<String>>,
+    /// true returns every field including the rule's content; default is the compact view
+    /// (short_id, id, summary, tags, scope, created_at).
+    #[serde(default = "default_false")]
+    pub full: bool,
+}

@@ -11,10 +11,12 @@
 #![deny(missing_docs)]
 
 pub mod args;
+mod knowledge;
 mod lifecycle;
 mod memory;
 pub mod rank;
 mod recall;
+mod related;
 pub mod views;
 
 use std::sync::Arc;

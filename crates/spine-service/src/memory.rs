@@ -24,7 +24,7 @@ pub(crate) fn dedup_tags(tags: Vec<String>) -> Vec<String> {
 }
 
 /// The content bound of a record's kind (SPEC Limits).
-fn content_limit(service: &Service, category: Category) -> usize {
+pub(crate) fn content_limit(service: &Service, category: Category) -> usize {
     match category {
         Category::Discovery => MAX_DISCOVERY_CONTENT_BYTES,
         Category::Rule => MAX_RULE_CONTENT_BYTES,
@@ -33,7 +33,7 @@ fn content_limit(service: &Service, category: Category) -> usize {
 }
 
 /// SPEC store_rule: a rule's summary is one physical line of at most 256 bytes.
-fn check_rule_summary(summary: &str) -> Result<(), Error> {
+pub(crate) fn check_rule_summary(summary: &str) -> Result<(), Error> {
     if summary.trim().is_empty() {
         return Err(Error::invalid("summary", Hint::Required, "a rule needs a one-line summary"));
     }
@@ -50,7 +50,7 @@ fn check_rule_summary(summary: &str) -> Result<(), Error> {
     Ok(())
 }
 
-fn not_found(input: &str) -> Error {
+pub(crate) fn not_found(input: &str) -> Error {
     // SPEC Errors 2: echo only the caller's own input.
     Error::not_found("id", format!("no memory {input:?} that you can access"))
 }

@@ -42,6 +42,21 @@ fn parse_time(field: &str, v: Option<&str>) -> Result<Option<Timestamp>, Error> 
     }
 }
 
+/// A search query: non-blank, at most [`MAX_QUERY_BYTES`].
+pub(crate) fn check_query(query: &str) -> Result<(), Error> {
+    if query.trim().is_empty() {
+        return Err(Error::invalid("query", Hint::Blank, "query must not be blank"));
+    }
+    if query.len() > MAX_QUERY_BYTES {
+        return Err(Error::invalid(
+            "query",
+            Hint::TooLong,
+            format!("query is {} bytes; at most {MAX_QUERY_BYTES}", query.len()),
+        ));
+    }
+    Ok(())
+}
+
 fn check_filter_tags(tags: &[String]) -> Result<(), Error> {
     for (i, t) in tags.iter().enumerate() {
         if t.trim().is_empty() {
@@ -82,7 +97,7 @@ fn decode_cursor(s: &str) -> Result<Cursor, Error> {
 
 impl Service {
     /// Every readable scope a cross-spine call spans (SPEC search rule 2).
-    fn coverage(&self, access: &Access, kinds: &Filter) -> Coverage {
+    pub(crate) fn coverage(&self, access: &Access, kinds: &Filter) -> Coverage {
         let mut f = Filter::new(ScopeFilter::All);
         f.categories_any = kinds.categories_any.clone();
         f.categories_none = kinds.categories_none.clone();
@@ -114,16 +129,7 @@ impl Service {
         caller: &Caller,
         a: SearchMemoryArgs,
     ) -> Result<SearchResult, Error> {
-        if a.query.trim().is_empty() {
-            return Err(Error::invalid("query", Hint::Blank, "query must not be blank"));
-        }
-        if a.query.len() > MAX_QUERY_BYTES {
-            return Err(Error::invalid(
-                "query",
-                Hint::TooLong,
-                format!("query is {} bytes; at most {MAX_QUERY_BYTES}", a.query.len()),
-            ));
-        }
+        check_query(&a.query)?;
         let scope = scope_filter(a.scope.as_deref(), a.cross_spine)?;
         let k = resolve_page("k", a.k, DEFAULT_K)?;
         let mut filter = Filter::new(scope);

@@ -497,3 +497,73 @@ mod tests {
         );
     }
 }
+
+/// Result of search_discovery.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct DiscoveryResult {
+    /// Nearest first (dense cosine, no lexical step). Each is the compact view plus its
+    /// `citations`; `score` is the cosine similarity to the query.
+    pub discoveries: Vec<MemoryView>,
+    /// Cross-spine coverage: discovery scopes only.
+    #[serde(flatten)]
+    pub coverage: Coverage,
+}
+
+/// The compact view of a rule (SPEC "Rule records": `ruleView`); no content.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RuleView {
+    /// Short handle, accepted anywhere an id is.
+    pub short_id: ShortId,
+    /// Record UUID.
+    pub id: RecordId,
+    /// The rule's one-line summary.
+    pub summary: String,
+    /// Concern-area labels.
+    pub tags: Vec<String>,
+    /// `rule:repo:<repo>` or `rule:project:<project>`.
+    pub scope: Scope,
+    /// Creation time.
+    pub created_at: Timestamp,
+}
+
+impl RuleView {
+    /// The compact view of rule `m`.
+    pub fn new(m: Memory) -> Self {
+        RuleView {
+            short_id: m.short_id,
+            id: m.id,
+            summary: m.summary,
+            tags: m.tags,
+            scope: m.scope,
+            created_at: m.created_at,
+        }
+    }
+}
+
+/// One rule in list_rules: the compact `ruleView`, or with `full=true` every field.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum RuleEntry {
+    /// short_id, id, summary, tags, scope, created_at.
+    Compact(RuleView),
+    /// Every stored field, content included.
+    Full(Box<MemoryView>),
+}
+
+/// Result of list_rules.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct RulesResult {
+    /// Oldest first: with `scopes`, scope by scope in the order given; without, across every
+    /// readable rule scope.
+    pub rules: Vec<RuleEntry>,
+    /// Present only when some scope holds more than 50 rules matching the call: a volume
+    /// signal (the rules are still all valid), naming each such scope and its count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub advisory: Option<String>,
+    /// true when a cap (1000 per scope, or 1000 in total without `scopes`) left the newest
+    /// matching rules out.
+    pub truncated: bool,
+    /// Without `scopes`: the rule scopes the read spanned.
+    #[serde(flatten)]
+    pub coverage: Coverage,
+}

@@ -29,6 +29,11 @@ const ANNOTATIONS: &[(&str, [bool; 4])] = &[
     ("supersede_memory", [false, false, true, false]),
     ("archive_memory", [false, false, true, false]),
     ("restore_memory", [false, false, true, false]),
+    ("related_memories", [true, false, true, false]),
+    ("store_discovery", [false, false, false, false]),
+    ("search_discovery", [true, false, true, false]),
+    ("store_rule", [false, false, false, false]),
+    ("list_rules", [true, false, true, false]),
 ];
 
 fn check_tools(tools: &[Tool]) {
@@ -139,6 +144,13 @@ async fn exercise(client: &Client) {
         (e["code"].as_str(), e["hint"].as_str()),
         (Some("failed_precondition"), Some("already_superseded"))
     );
+    let rel = ok(call(client, "related_memories", json!({"id": fix["short_id"]})).await);
+    assert_eq!(rel["anchor"]["id"], fix["id"]);
+    let pred = rel["related"].as_array().unwrap().iter().find(|r| r["memory"]["id"] == old["id"]);
+    assert_eq!(
+        pred.expect("the predecessor is related")["edges"][0],
+        json!({"type": "supersession", "direction": "predecessor", "depth": 1})
+    );
     let archived =
         ok(call(client, "archive_memory", json!({"ids": [fix["id"], "0000000000"]})).await);
     assert_eq!(archived["results"][0]["outcome"], "archived");
@@ -150,6 +162,58 @@ async fn exercise(client: &Client) {
     assert_eq!(restored["results"][0]["outcome"], "restored");
     let e = err(call(client, "archive_memory", json!({"ids": []})).await);
     assert_eq!((e["field"].as_str(), e["hint"].as_str()), (Some("ids"), Some("required")));
+
+    // Knowledge records: discoveries and rules.
+    let d = ok(call(client, "store_discovery", json!({
+        "content": "The HTTP router is assembled in crates/spine-server/src/http.rs.",
+        "kind": "fact", "scope": "discovery:repo:spine",
+        "citations": [{"kind": "file", "ref": "crates/spine-server/src/http.rs", "locator": "L1-40"}]
+    })).await);
+    let found = ok(call(
+        client,
+        "search_discovery",
+        json!({
+            "query": "where is the web router built", "scope": "discovery:repo:spine"
+        }),
+    )
+    .await);
+    assert_eq!(found["discoveries"][0]["id"], d["id"]);
+    assert_eq!(found["discoveries"][0]["citations"][0]["ref"], "crates/spine-server/src/http.rs");
+    let e = err(call(
+        client,
+        "store_discovery",
+        json!({
+            "content": "x", "kind": "fact", "scope": "discovery:repo:spine", "citations": []
+        }),
+    )
+    .await);
+    assert_eq!((e["field"].as_str(), e["hint"].as_str()), (Some("citations"), Some("required")));
+    let r = ok(call(
+        client,
+        "store_rule",
+        json!({
+            "content": "Every public function has a doc comment.", "scope": "rule:repo:spine",
+            "summary": "Document every public function."
+        }),
+    )
+    .await);
+    let rules = ok(call(client, "list_rules", json!({"scopes": ["rule:repo:spine"]})).await);
+    assert_eq!(rules["rules"][0]["short_id"], r["short_id"]);
+    assert_eq!(rules["rules"][0]["summary"], "Document every public function.");
+    assert!(rules["rules"][0].get("content").is_none(), "compact rule view");
+    let e = err(call(client, "set_visibility", json!({"id": r["id"], "shared": false})).await);
+    assert_eq!(e["code"], "failed_precondition");
+    let e = err(call(
+        client,
+        "store_rule",
+        json!({
+            "content": "x", "scope": "rule:repo:spine", "summary": "two\nlines"
+        }),
+    )
+    .await);
+    assert_eq!((e["field"].as_str(), e["hint"].as_str()), (Some("summary"), Some("multi_line")));
+    ok(call(client, "delete_memory", json!({"id": r["id"]})).await);
+    ok(call(client, "delete_memory", json!({"id": d["id"]})).await);
 
     // Error envelope: field + hint + code + message, isError, nothing changed.
     let e =

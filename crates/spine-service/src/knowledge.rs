@@ -1,0 +1,444 @@
+//! Discoveries and rules: store_discovery, search_discovery, store_rule, list_rules (SPEC
+//! "Discovery records", "Rule records").
+//!
+//! Both kinds live in a reserved scope run (`discovery:`, `rule:`) and carry a category and
+//! source the server sets. Their stores take an optional `id` that replaces one of the
+//! caller's own records of the same kind in place: the client-written fields become the
+//! call's, while identity (id, short_id, created_at), ownership (owner, actor) and the state
+//! markers stay as they were.
+
+use std::collections::{BTreeMap, HashMap};
+
+use spine_core::limits::{
+    DEFAULT_K, MAX_RULES_LISTED, RULES_ADVISORY_ABOVE, check_citations, check_content_bytes,
+    resolve_page,
+};
+use spine_core::{
+    Caller, Category, Citation, DiscoveryKind, Error, Hint, IdRef, Memory, RecordId,
+    SCHEMA_VERSION, Scope, ScopeKind, Source, SummarySource, Visibility, stamp_schema_version,
+};
+use spine_store::{Access, Embedding, Filter, Gate, ScopeFilter};
+
+use crate::args::{ListRulesArgs, SearchDiscoveryArgs, StoreDiscoveryArgs, StoreRuleArgs};
+use crate::memory::{check_rule_summary, content_limit, dedup_tags};
+use crate::recall::check_query;
+use crate::views::{
+    Coverage, DiscoveryResult, MemoryView, RuleEntry, RuleView, RulesResult, Stored,
+};
+use crate::{Service, store_error};
+
+/// Parses a scope that must hold records of kind `want`. Another kind's reserved run
+/// (`discovery:` / `rule:`) is `reserved_scope`; an ordinary memory scope is `malformed_scope`
+/// (it lacks the required prefix).
+fn parse_scope_of(field: &str, input: &str, want: ScopeKind) -> Result<Scope, Error> {
+    let scope = Scope::parse(field, input)?;
+    if scope.kind() == want {
+        return Ok(scope);
+    }
+    let expected = match want {
+        ScopeKind::Discovery => "a discovery scope starts with discovery: (discovery:repo:<repo>)",
+        ScopeKind::Rule => "a rule scope is rule:repo:<repo> or rule:project:<project>",
+        ScopeKind::Memory => "a memory scope is <run>:<tier>:<repo> outside discovery: and rule:",
+    };
+    let hint =
+        if scope.kind() == ScopeKind::Memory { Hint::MalformedScope } else { Hint::ReservedScope };
+    Err(Error::invalid(field, hint, format!("{field}: {expected}; got {input:?}")))
+}
+
+/// The optional `id` of store_discovery / store_rule: absent or "" creates a record.
+fn parse_target(id: Option<&str>) -> Result<Option<(IdRef, &str)>, Error> {
+    id.filter(|s| !s.is_empty()).map(|s| IdRef::parse("id", s).map(|r| (r, s))).transpose()
+}
+
+/// The validated client-written part of a discovery or a rule.
+struct Written {
+    content: String,
+    scope: Scope,
+    category: Category,
+    source: Source,
+    tags: Vec<String>,
+    summary: String,
+    kind: Option<DiscoveryKind>,
+    citations: Vec<Citation>,
+}
+
+impl Written {
+    /// Writes these fields onto `m`, new or replaced; everything else on `m` is kept.
+    fn apply(self, m: &mut Memory) {
+        m.content = self.content;
+        m.scope = self.scope;
+        m.category = self.category;
+        m.source = self.source;
+        m.tags = self.tags;
+        m.summary_source =
+            if self.summary.is_empty() { SummarySource::None } else { SummarySource::Client };
+        m.summary = self.summary;
+        m.summary_model.clear();
+        m.summary_egress_at = None;
+        m.kind = self.kind;
+        m.citations = self.citations;
+        // SPEC Rule records: always shared.
+        if m.category == Category::Rule {
+            m.visibility = Visibility::Shared;
+        }
+        m.schema_version = stamp_schema_version(m.schema_version);
+    }
+}
+
+/// How many matching rules a scope holds, as far as list_rules read them.
+struct ScopeCount {
+    scope: String,
+    n: usize,
+    /// The scope may hold more than `n` (a cap cut the read short).
+    at_least: bool,
+}
+
+/// SPEC list_rules: the volume advisory, present only when some scope holds more than 50.
+fn rules_advisory(counts: &[ScopeCount]) -> Option<String> {
+    let heavy: Vec<String> = counts
+        .iter()
+        .filter(|c| c.n > RULES_ADVISORY_ABOVE)
+        .map(|c| {
+            let at_least = if c.at_least { "at least " } else { "" };
+            format!("{} holds {at_least}{} rules", c.scope, c.n)
+        })
+        .collect();
+    (!heavy.is_empty()).then(|| {
+        format!(
+            "{}; more than {RULES_ADVISORY_ABOVE} rules in one scope dilutes each of them. \
+             The rules are all still in force: offer the user to merge overlapping ones or \
+             retire stale ones (delete_memory retires a rule).",
+            heavy.join("; ")
+        )
+    })
+}
+
+impl Service {
+    /// store_discovery: a citation-backed discovery, created or replaced in place.
+    pub fn store_discovery(&self, caller: &Caller, a: StoreDiscoveryArgs) -> Result<Stored, Error> {
+        check_content_bytes(&a.content, content_limit(self, Category::Discovery))?;
+        let kind = DiscoveryKind::parse("kind", &a.kind)?;
+        // SPEC Errors 6: a discovery without evidence is rejected.
+        if a.citations.is_empty() {
+            return Err(Error::invalid(
+                "citations",
+                Hint::Required,
+                "a discovery needs at least one citation (file, commit, url or repo) backing it",
+            ));
+        }
+        check_citations(&a.citations)?;
+        let scope = parse_scope_of("scope", &a.scope, ScopeKind::Discovery)?;
+        let tags = dedup_tags(a.tags.unwrap_or_default());
+        self.limits().check_tags("tags", &tags)?;
+        let summary = a.summary.unwrap_or_default();
+        self.limits().check_summary(&summary)?;
+        let target = parse_target(a.id.as_deref())?;
+        let written = Written {
+            content: a.content,
+            scope,
+            category: Category::Discovery,
+            source: Source::AgentInferred,
+            tags,
+            summary,
+            kind: Some(kind),
+            citations: a.citations,
+        };
+        self.write_knowledge(caller, written, target)
+    }
+
+    /// store_rule: a user-approved rule, created or replaced in place; always shared.
+    pub fn store_rule(&self, caller: &Caller, a: StoreRuleArgs) -> Result<Stored, Error> {
+        check_content_bytes(&a.content, content_limit(self, Category::Rule))?;
+        let scope = parse_scope_of("scope", &a.scope, ScopeKind::Rule)?;
+        check_rule_summary(&a.summary)?;
+        let tags = dedup_tags(a.tags.unwrap_or_default());
+        self.limits().check_tags("tags", &tags)?;
+        let target = parse_target(a.id.as_deref())?;
+        let written = Written {
+            content: a.content,
+            scope,
+            category: Category::Rule,
+            source: Source::UserSaid,
+            tags,
+            summary: a.summary,
+            kind: None,
+            citations: vec![],
+        };
+        self.write_knowledge(caller, written, target)
+    }
+
+    /// Creates the record, or replaces `target` — which must be the caller's own record of
+    /// the same category, else not found — keeping its identity, ownership and states.
+    fn write_knowledge(
+        &self,
+        caller: &Caller,
+        w: Written,
+        target: Option<(IdRef, &str)>,
+    ) -> Result<Stored, Error> {
+        let owned = Access::owned(caller);
+        let category = w.category;
+        let not_found = |input: &str| {
+            // SPEC Errors 2: echo only the caller's own input.
+            Error::not_found("id", format!("no {category} record {input:?} of yours to replace"))
+        };
+        let existing = match target {
+            None => None,
+            Some((id, input)) => Some((
+                self.store
+                    .resolve(&owned, &id)
+                    .map_err(store_error)?
+                    .filter(|m| m.category == category)
+                    .ok_or_else(|| not_found(input))?,
+                input,
+            )),
+        };
+        // Validation done: from here on nothing is rejected for the caller's input.
+        let vector = self.embed_one(&w.content)?;
+        let embedding = Embedding { model: self.embedder.model_id(), vector: &vector };
+        if let Some((mut m, input)) = existing {
+            w.apply(&mut m);
+            if !self.store.replace(&owned, &m, Some(embedding)).map_err(store_error)? {
+                return Err(not_found(input));
+            }
+            return Ok(Stored { id: m.id, short_id: m.short_id });
+        }
+        let mut m = Memory {
+            id: RecordId::mint(),
+            short_id: self.mint_short_id()?,
+            content: String::new(),
+            scope: w.scope.clone(),
+            repo: String::new(),
+            workspace: String::new(),
+            worktree_path: String::new(),
+            base_dir: String::new(),
+            source: w.source,
+            category: w.category,
+            tags: vec![],
+            summary: String::new(),
+            summary_source: SummarySource::None,
+            summary_model: String::new(),
+            summary_egress_at: None,
+            actor: caller.actor().to_owned(),
+            owner: Some(caller.owner().to_owned()),
+            visibility: Visibility::Private,
+            created_at: self.clock.now(),
+            not_before: None,
+            not_after: None,
+            supersedes: vec![],
+            superseded_by: None,
+            archived_at: None,
+            access_count: 0,
+            last_accessed_at: None,
+            schema_version: SCHEMA_VERSION,
+            kind: None,
+            citations: vec![],
+        };
+        w.apply(&mut m);
+        self.store.insert(&m, embedding).map_err(store_error)?;
+        Ok(Stored { id: m.id, short_id: m.short_id })
+    }
+
+    /// search_discovery: the k recall-visible discoveries nearest the query, by dense cosine
+    /// alone (SPEC search_discovery: no lexical step).
+    pub fn search_discovery(
+        &self,
+        caller: &Caller,
+        a: SearchDiscoveryArgs,
+    ) -> Result<DiscoveryResult, Error> {
+        check_query(&a.query)?;
+        let scope = if a.cross_spine {
+            ScopeFilter::All
+        } else {
+            match a.scope.as_deref() {
+                Some(s) if !s.is_empty() => {
+                    ScopeFilter::One(parse_scope_of("scope", s, ScopeKind::Discovery)?)
+                }
+                _ => {
+                    return Err(Error::invalid(
+                        "scope",
+                        Hint::Required,
+                        "scope is required unless cross_spine is true",
+                    ));
+                }
+            }
+        };
+        let kind = a
+            .kind
+            .as_deref()
+            .filter(|k| !k.is_empty())
+            .map(|k| DiscoveryKind::parse("kind", k))
+            .transpose()?;
+        let k = resolve_page("k", a.k, DEFAULT_K)?;
+        let mut filter = Filter::new(scope);
+        filter.categories_any = vec![Category::Discovery.as_str().to_owned()];
+        filter.kind = kind.map(|k| k.as_str().to_owned());
+
+        let query_vec = self.embed_one(&a.query)?;
+        let access = Access::read(caller);
+        let now = self.clock.now();
+        let candidates = self
+            .store
+            .candidates(&access, &filter, self.embedder.model_id(), now)
+            .map_err(store_error)?;
+        // The recall gate: only active records are ranked.
+        let mut scored: Vec<(f32, RecordId)> = candidates
+            .iter()
+            .filter(|c| c.states.is_empty())
+            .map(|c| (spine_embed::cosine(&query_vec, &c.vector), c.id))
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
+        scored.truncate(k);
+        let ids: Vec<RecordId> = scored.iter().map(|(_, id)| *id).collect();
+        let score_of: HashMap<RecordId, f32> = scored.iter().map(|(s, id)| (*id, *s)).collect();
+        let discoveries = self
+            .store
+            .get_many(&ids)
+            .map_err(store_error)?
+            .into_iter()
+            .map(|mut m| {
+                let score = score_of.get(&m.id).copied().unwrap_or_default();
+                // SPEC search_discovery: results carry their citations.
+                let citations = std::mem::take(&mut m.citations);
+                let mut v = MemoryView::new(m, vec![], false);
+                v.citations = Some(citations);
+                v.score = (score != 0.0).then_some(score);
+                v
+            })
+            .collect();
+        let coverage = if a.cross_spine {
+            self.coverage(
+                &access,
+                &Filter {
+                    categories_any: vec![Category::Discovery.as_str().to_owned()],
+                    ..Filter::new(ScopeFilter::All)
+                },
+            )
+        } else {
+            Coverage::default()
+        };
+        Ok(DiscoveryResult { discoveries, coverage })
+    }
+
+    /// list_rules: recall-visible rules oldest first, compact unless `full`, with the volume
+    /// advisory (SPEC list_rules).
+    pub fn list_rules(&self, caller: &Caller, a: ListRulesArgs) -> Result<RulesResult, Error> {
+        let mut scopes: Vec<Scope> = Vec::new();
+        for (i, s) in a.scopes.unwrap_or_default().iter().enumerate() {
+            let scope = parse_scope_of(&format!("scopes[{i}]"), s, ScopeKind::Rule)?;
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
+            }
+        }
+        let tags = dedup_tags(a.tags.unwrap_or_default());
+        self.limits().check_tags("tags", &tags)?;
+
+        let access = Access::read(caller);
+        let gate = Gate::ActiveAt(self.clock.now());
+        let filter = |scope: ScopeFilter| {
+            let mut f = Filter::new(scope);
+            f.categories_any = vec![Category::Rule.as_str().to_owned()];
+            f.tags_all = tags.clone();
+            f
+        };
+        let read = |scope: ScopeFilter, limit: usize| {
+            self.store.list_oldest(&access, &filter(scope), gate, limit).map_err(store_error)
+        };
+
+        let mut rules = Vec::new();
+        let mut counts = Vec::new();
+        let mut truncated = false;
+        let mut coverage = Coverage::default();
+        if scopes.is_empty() {
+            // One oldest-first read across every readable rule scope, 1000 in total.
+            rules = read(ScopeFilter::All, MAX_RULES_LISTED + 1)?;
+            truncated = rules.len() > MAX_RULES_LISTED;
+            rules.truncate(MAX_RULES_LISTED);
+            coverage = self.coverage(
+                &access,
+                &Filter {
+                    categories_any: vec![Category::Rule.as_str().to_owned()],
+                    ..Filter::new(ScopeFilter::All)
+                },
+            );
+            let mut per_scope: BTreeMap<String, usize> = BTreeMap::new();
+            for m in &rules {
+                *per_scope.entry(m.scope.to_string()).or_default() += 1;
+            }
+            if truncated {
+                // The total cap may have cut a scope short of the advisory threshold: the
+                // advisory counts the scope's matching rules, not the page, so read on.
+                for s in coverage.searched_scopes.iter().flatten() {
+                    let seen = per_scope.get(s).copied().unwrap_or(0);
+                    if seen > RULES_ADVISORY_ABOVE {
+                        continue;
+                    }
+                    let Ok(scope) = Scope::parse("scope", s) else { continue };
+                    let n = read(ScopeFilter::One(scope), RULES_ADVISORY_ABOVE + 1)?.len();
+                    per_scope.insert(s.clone(), n.max(seen));
+                }
+            }
+            counts = per_scope
+                .into_iter()
+                .map(|(scope, n)| ScopeCount { scope, n, at_least: truncated })
+                .collect();
+        } else {
+            for scope in scopes {
+                let mut page = read(ScopeFilter::One(scope.clone()), MAX_RULES_LISTED + 1)?;
+                let over = page.len() > MAX_RULES_LISTED;
+                counts.push(ScopeCount { scope: scope.to_string(), n: page.len(), at_least: over });
+                page.truncate(MAX_RULES_LISTED);
+                truncated |= over;
+                rules.extend(page);
+            }
+        }
+        let rules = rules
+            .into_iter()
+            .map(|m| {
+                if a.full {
+                    RuleEntry::Full(Box::new(MemoryView::new(m, vec![], true)))
+                } else {
+                    RuleEntry::Compact(RuleView::new(m))
+                }
+            })
+            .collect();
+        Ok(RulesResult { rules, advisory: rules_advisory(&counts), truncated, coverage })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_of_another_kind_is_reserved_and_a_memory_scope_malformed() {
+        let d = |s| parse_scope_of("scope", s, ScopeKind::Discovery).map_err(|e| e.hint);
+        assert!(d("discovery:repo:spine").is_ok());
+        assert_eq!(d("rule:repo:spine"), Err(Some(Hint::ReservedScope)));
+        assert_eq!(d("run:project:spine"), Err(Some(Hint::MalformedScope)));
+        let r = |s| parse_scope_of("scopes[2]", s, ScopeKind::Rule).map_err(|e| (e.field, e.hint));
+        assert!(r("rule:project:spine").is_ok());
+        assert_eq!(
+            r("rule:team:spine"),
+            Err((Some("scopes[2]".into()), Some(Hint::MalformedScope)))
+        );
+        assert_eq!(
+            r("discovery:repo:x"),
+            Err((Some("scopes[2]".into()), Some(Hint::ReservedScope)))
+        );
+    }
+
+    #[test]
+    fn advisory_only_above_fifty_in_one_scope() {
+        let c = |scope: &str, n, at_least| ScopeCount { scope: scope.into(), n, at_least };
+        assert_eq!(
+            rules_advisory(&[c("rule:repo:a", 50, false), c("rule:repo:b", 50, true)]),
+            None
+        );
+        let text = rules_advisory(&[c("rule:repo:a", 50, false), c("rule:repo:b", 51, false)])
+            .expect("51 rules in one scope");
+        assert!(text.starts_with("rule:repo:b holds 51 rules; more than 50"), "{text}");
+        assert!(!text.contains("rule:repo:a"));
+        let text = rules_advisory(&[c("rule:repo:a", 1001, true)]).expect("over the cap");
+        assert!(text.contains("holds at least 1001 rules"), "{text}");
+    }
+}
