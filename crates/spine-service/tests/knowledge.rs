@@ -674,3 +674,78 @@ fn list_rules_caps_at_1000_per_scope_and_1000_in_total() {
     assert!(advisory.contains("rule:repo:late holds at least 51 rules"), "{advisory}");
     assert!(!rules.iter().any(|m| m["id"] == newest_big.id.to_string()));
 }
+
+/// SPEC Rule records / Authentication 5: every write tool on a rule. Visibility and
+/// supersession are refused; content edits keep the rule's bounds; archive and delete work.
+#[test]
+fn rule_guard_on_every_write_tool() {
+    let e = env();
+    let r = e.rule(&alice(), rule_args(json!({}))).unwrap();
+    let id = r.id.to_string();
+    let before = e.get(&alice(), &id);
+
+    let refused = |r: Result<Value, Error>, field: &str| {
+        let err = r.unwrap_err();
+        assert_eq!(
+            (err.code, err.field.as_deref(), err.hint),
+            (ErrorCode::FailedPrecondition, Some(field), Some(Hint::RuleImmutable)),
+            "{err}"
+        );
+    };
+    let vis = e.service.set_visibility(&alice(), args(json!({"id": id, "shared": false})));
+    refused(vis.map(|v| serde_json::to_value(v).unwrap()), "id");
+    let upd = e.service.update_memory(
+        &alice(),
+        args(json!({"id": id, "content": before["content"], "shared": false})),
+    );
+    refused(upd.map(|v| serde_json::to_value(v).unwrap()), "shared");
+    let sup = e.service.supersede_memory(
+        &alice(),
+        args(json!({"content": "x", "scope": "run1:project:spine", "source": "user-said",
+                    "category": "decision", "supersedes": [id]})),
+    );
+    refused(sup.map(|v| serde_json::to_value(v).unwrap()), "supersedes");
+    // Content edits must address the client summary and keep the rule's own bounds.
+    let upd = e.service.update_memory(&alice(), args(json!({"id": id, "content": "Changed."})));
+    assert_rejected(upd, "summary", Hint::SummaryNotAddressed);
+    let upd = e.service.update_memory(
+        &alice(),
+        args(json!({"id": id, "content": "Changed.", "summary": "two\nlines"})),
+    );
+    assert_rejected(upd, "summary", Hint::MultiLine);
+    let upd = e
+        .service
+        .update_memory(&alice(), args(json!({"id": id, "content": "Changed.", "summary": ""})));
+    assert_rejected(upd, "summary", Hint::Required);
+    let upd = e.service.update_memory(
+        &alice(),
+        args(json!({"id": id, "content": "c".repeat(8 * 1024 + 1), "summary": "s"})),
+    );
+    assert_rejected(upd, "content", Hint::TooLong);
+    assert_eq!(e.get(&alice(), &id)["content"], before["content"], "nothing changed");
+    // Other owners cannot write it although they can read it.
+    let upd = e
+        .service
+        .update_memory(&bob(), args(json!({"id": id, "content": "Bob's.", "summary": "Bob's"})));
+    assert_eq!(upd.unwrap_err().code, ErrorCode::NotFound);
+    assert_eq!(e.get(&bob(), &id)["visibility"], "shared");
+    // Rule scopes are reserved for store_rule.
+    let s = e.service.store_memory(
+        &alice(),
+        args(json!({"content": "x", "scope": RULES, "source": "user-said",
+                    "category": "decision"})),
+    );
+    assert_rejected(s, "scope", Hint::ReservedScope);
+    // Allowed: a content edit within bounds, archive/restore, and delete.
+    e.service
+        .update_memory(
+            &alice(),
+            args(json!({"id": id, "content": "Document public items.", "summary": "Docs"})),
+        )
+        .unwrap();
+    let arch = e.service.archive_memory(&alice(), args(json!({"ids": [id]}))).unwrap();
+    assert_eq!(arch.results[0].outcome, "archived");
+    e.service.restore_memory(&alice(), args(json!({"ids": [id]}))).unwrap();
+    e.service.delete_memory(&alice(), args(json!({"id": id}))).unwrap();
+    assert_eq!(e.total(), 0);
+}
