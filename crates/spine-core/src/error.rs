@@ -176,6 +176,11 @@ impl Error {
         Error { code: ErrorCode::Internal, field: None, hint: None, message: message.into() }
     }
 
+    /// No valid identity where one is required.
+    pub fn unauthenticated(message: impl Into<String>) -> Self {
+        Error { code: ErrorCode::Unauthenticated, field: None, hint: None, message: message.into() }
+    }
+
     /// A dependency is unavailable.
     pub fn unavailable(message: impl Into<String>) -> Self {
         Error { code: ErrorCode::Unavailable, field: None, hint: None, message: message.into() }

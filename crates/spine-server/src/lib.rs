@@ -11,8 +11,9 @@
 //! typed struct's.
 #![deny(missing_docs)]
 
+pub mod auth;
 mod http;
 mod tools;
 
-pub use http::{HttpOptions, http_router};
-pub use tools::SpineMcp;
+pub use http::{HttpOptions, RESOURCE_METADATA_PATH, http_router};
+pub use tools::{Identity, SpineMcp};

@@ -7,7 +7,9 @@ use rmcp::handler::server::common::schema_for_type;
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::{CallToolResult, Implementation, JsonObject, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResult, Extensions, Implementation, JsonObject, ServerCapabilities, ServerConfig,
+};
 use rmcp::{ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -25,6 +27,8 @@ use spine_service::views::{
     Status, Stored, SupersedeResult, TagsResult,
 };
 use spine_service::{Caller, Service};
+
+use crate::auth::Verifier;
 
 /// The input schema advertised for a tool: the typed argument struct's.
 fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
@@ -46,37 +50,77 @@ pub fn error_result(e: &Error) -> CallToolResult {
     CallToolResult::structured_error(json!({ "error": body }))
 }
 
+/// Where the identity of a tool call comes from (SPEC Authentication).
+#[derive(Clone)]
+pub enum Identity {
+    /// OIDC disabled: every caller is the anonymous bucket (empty actor and owner).
+    Anonymous,
+    /// Streamable HTTP with OIDC: the HTTP layer verified this request's bearer token and
+    /// put the [`Caller`] in the request's extensions (per call, not per session).
+    PerRequest,
+    /// stdio with OIDC: the token from the environment, verified again on every call so an
+    /// expired token stops working.
+    Token {
+        /// The verifier.
+        verifier: Verifier,
+        /// The bearer token.
+        token: Arc<str>,
+    },
+}
+
 /// The MCP server: one instance per session, all sharing one [`Service`].
 #[derive(Clone)]
 pub struct SpineMcp {
     service: Service,
+    identity: Identity,
     tool_router: ToolRouter<SpineMcp>,
 }
 
 impl SpineMcp {
-    /// A server over `service`.
+    /// A server over `service` for anonymous callers (OIDC disabled).
     pub fn new(service: Service) -> Self {
-        SpineMcp { service, tool_router: Self::tool_router() }
+        Self::with_identity(service, Identity::Anonymous)
     }
 
-    /// The caller of this request. Authentication arrives with the OIDC issue; until then
-    /// every caller is the anonymous bucket (SPEC Authentication 3).
-    fn caller(&self) -> Caller {
-        Caller::anonymous()
+    /// A server over `service` taking each call's identity from `identity`.
+    pub fn with_identity(service: Service, identity: Identity) -> Self {
+        SpineMcp { service, identity, tool_router: Self::tool_router() }
+    }
+
+    /// The verified caller of one call.
+    async fn caller(&self, ext: &Extensions) -> Result<Caller, Error> {
+        match &self.identity {
+            Identity::Anonymous => Ok(Caller::anonymous()),
+            Identity::PerRequest => ext
+                .get::<axum::http::request::Parts>()
+                .and_then(|parts| parts.extensions.get::<Caller>())
+                .cloned()
+                .ok_or_else(|| {
+                    Error::unauthenticated("this request carries no verified bearer token")
+                }),
+            Identity::Token { verifier, token } => verifier
+                .verify(token)
+                .await
+                .map_err(|e| Error::unauthenticated(format!("SPINE_TOKEN was rejected: {e}"))),
+        }
     }
 
     /// Parses `args` as `A`, runs `op` on a blocking thread, renders the outcome.
     async fn run<A, R>(
         &self,
         args: JsonObject,
+        ext: &Extensions,
         op: fn(&Service, &Caller, A) -> Result<R, Error>,
     ) -> CallToolResult
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
         R: Serialize + Send + 'static,
     {
+        let caller = match self.caller(ext).await {
+            Ok(caller) => caller,
+            Err(e) => return error_result(&e),
+        };
         let service = self.service.clone();
-        let caller = self.caller();
         let outcome = tokio::task::spawn_blocking(move || {
             let a = parse_args::<A>(args)?;
             op(&service, &caller, a)
@@ -113,8 +157,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<Stored>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
-    async fn store_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::store_memory).await
+    async fn store_memory(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::store_memory).await
     }
 
     #[tool(
@@ -124,8 +172,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<Stored>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
-    async fn schedule_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::schedule_memory).await
+    async fn schedule_memory(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::schedule_memory).await
     }
 
     #[tool(
@@ -135,8 +187,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<SearchResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn search_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::search_memory).await
+    async fn search_memory(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::search_memory).await
     }
 
     #[tool(
@@ -146,8 +202,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<ListResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn list_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::list_memory).await
+    async fn list_memory(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::list_memory).await
     }
 
     #[tool(
@@ -157,8 +217,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<ListResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn list_scheduled(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::list_scheduled).await
+    async fn list_scheduled(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::list_scheduled).await
     }
 
     #[tool(
@@ -168,8 +232,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<MemoryView>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn get_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::get_memory).await
+    async fn get_memory(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::get_memory).await
     }
 
     #[tool(
@@ -179,8 +247,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<Status>(),
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn update_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::update_memory).await
+    async fn update_memory(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::update_memory).await
     }
 
     #[tool(
@@ -190,8 +262,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<Status>(),
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn delete_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::delete_memory).await
+    async fn delete_memory(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::delete_memory).await
     }
 
     #[tool(
@@ -201,8 +277,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<Status>(),
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn delete_all(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::delete_all).await
+    async fn delete_all(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::delete_all).await
     }
 
     #[tool(
@@ -212,8 +292,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<Status>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn set_visibility(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::set_visibility).await
+    async fn set_visibility(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::set_visibility).await
     }
 
     #[tool(
@@ -223,8 +307,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<TagsResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn list_tags(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::list_tags).await
+    async fn list_tags(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::list_tags).await
     }
 
     #[tool(
@@ -234,8 +322,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<SupersedeResult>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn supersede_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::supersede_memory).await
+    async fn supersede_memory(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::supersede_memory).await
     }
 
     #[tool(
@@ -245,8 +337,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<BatchResult>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn archive_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::archive_memory).await
+    async fn archive_memory(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::archive_memory).await
     }
 
     #[tool(
@@ -256,8 +352,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<BatchResult>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn restore_memory(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::restore_memory).await
+    async fn restore_memory(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::restore_memory).await
     }
 
     #[tool(
@@ -267,8 +367,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<RelatedResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn related_memories(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::related_memories).await
+    async fn related_memories(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::related_memories).await
     }
 
     #[tool(
@@ -278,8 +382,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<Stored>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
-    async fn store_discovery(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::store_discovery).await
+    async fn store_discovery(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::store_discovery).await
     }
 
     #[tool(
@@ -289,8 +397,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<DiscoveryResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn search_discovery(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::search_discovery).await
+    async fn search_discovery(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::search_discovery).await
     }
 
     #[tool(
@@ -300,8 +412,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<Stored>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
-    async fn store_rule(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::store_rule).await
+    async fn store_rule(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::store_rule).await
     }
 
     #[tool(
@@ -311,8 +427,12 @@ impl SpineMcp {
         output_schema = schema_for_output::<RulesResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
-    async fn list_rules(&self, Parameters(args): Parameters<JsonObject>) -> CallToolResult {
-        self.run(args, Service::list_rules).await
+    async fn list_rules(
+        &self,
+        Parameters(args): Parameters<JsonObject>,
+        ext: Extensions,
+    ) -> CallToolResult {
+        self.run(args, &ext, Service::list_rules).await
     }
 }
 

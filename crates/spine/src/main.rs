@@ -14,7 +14,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use rmcp::ServiceExt;
 use spine_core::{Limits, SystemClock};
-use spine_server::{HttpOptions, SpineMcp, http_router};
+use spine_server::auth::{OidcConfig, Verifier};
+use spine_server::{HttpOptions, Identity, SpineMcp, http_router};
 use spine_service::Service;
 use spine_store::SqliteStore;
 
@@ -40,6 +41,15 @@ struct Common {
     /// Directory holding the built-in model's files [default: ~/.cache/spine/models/all-MiniLM-L6-v2]
     #[arg(long, global = true, env = "SPINE_MODEL_DIR")]
     model_dir: Option<PathBuf>,
+    /// OIDC issuer URL; when set, every call needs a valid bearer token from this issuer.
+    #[arg(long, global = true, env = "SPINE_OIDC_ISSUER")]
+    oidc_issuer: Option<String>,
+    /// Audience the tokens must carry (required with --oidc-issuer).
+    #[arg(long, global = true, env = "SPINE_OIDC_AUDIENCE")]
+    oidc_audience: Option<String>,
+    /// Token claim whose value owns the records a caller writes.
+    #[arg(long, global = true, env = "SPINE_OWNER_CLAIM", default_value = "email")]
+    owner_claim: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -55,6 +65,10 @@ enum Command {
         /// deployments behind a name; DNS-rebinding protection rejects others.
         #[arg(long = "allowed-host", env = "SPINE_ALLOWED_HOSTS", value_delimiter = ',')]
         allowed_hosts: Vec<String>,
+        /// Extra browser Origins to accept besides loopback (comma-separated,
+        /// scheme://host[:port]); requests from other origins are refused.
+        #[arg(long = "allowed-origin", env = "SPINE_ALLOWED_ORIGINS", value_delimiter = ',')]
+        allowed_origins: Vec<String>,
     },
 }
 
@@ -85,6 +99,27 @@ fn build_service(common: &Common) -> Result<Service> {
     Ok(Service::new(Arc::new(store), Arc::new(embedder), Arc::new(SystemClock), limits))
 }
 
+/// The token verifier when OIDC is configured.
+async fn verifier(common: &Common) -> Result<Option<Verifier>> {
+    let Some(issuer) = common.oidc_issuer.clone().filter(|s| !s.is_empty()) else {
+        return Ok(None);
+    };
+    let Some(audience) = common.oidc_audience.clone().filter(|s| !s.is_empty()) else {
+        bail!(
+            "--oidc-issuer needs --oidc-audience (SPINE_OIDC_AUDIENCE): the audience your tokens are issued for"
+        );
+    };
+    let config = OidcConfig {
+        owner_claim: common.owner_claim.clone(),
+        ..OidcConfig::new(&issuer, audience)
+    };
+    let verifier = Verifier::discover(config)
+        .await
+        .with_context(|| format!("reading the OIDC configuration of {issuer}"))?;
+    tracing::info!(%issuer, owner_claim = %common.owner_claim, "OIDC enabled");
+    Ok(Some(verifier))
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     tracing_subscriber::fmt()
@@ -97,16 +132,36 @@ async fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Mcp => {
+            let identity = match verifier(&cli.common).await? {
+                None => Identity::Anonymous,
+                Some(verifier) => {
+                    let token = std::env::var("SPINE_TOKEN").unwrap_or_default();
+                    if token.trim().is_empty() {
+                        bail!(
+                            "OIDC is enabled: set SPINE_TOKEN to a bearer token from {} for spine mcp",
+                            verifier.issuer()
+                        );
+                    }
+                    let caller = verifier
+                        .verify(token.trim())
+                        .await
+                        .map_err(|e| anyhow::anyhow!("SPINE_TOKEN was rejected: {e}"))?;
+                    tracing::info!(actor = caller.actor(), "stdio caller verified");
+                    Identity::Token { verifier, token: token.trim().into() }
+                }
+            };
             let service = build_service(&cli.common)?;
-            let running = SpineMcp::new(service)
+            let running = SpineMcp::with_identity(service, identity)
                 .serve(rmcp::transport::stdio())
                 .await
                 .context("starting the MCP session on stdio")?;
             running.waiting().await.context("serving MCP on stdio")?;
         }
-        Command::Serve { listen, allowed_hosts } => {
+        Command::Serve { listen, allowed_hosts, allowed_origins } => {
+            let verifier = verifier(&cli.common).await?;
             let service = build_service(&cli.common)?;
-            let app = http_router(service, HttpOptions { allowed_hosts });
+            let app =
+                http_router(service, HttpOptions { allowed_hosts, allowed_origins, verifier });
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .with_context(|| format!("binding {listen}"))?;

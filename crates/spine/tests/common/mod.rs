@@ -62,12 +62,23 @@ pub struct Server {
 }
 
 pub async fn start_http() -> Server {
-    let dir = TempDir::new().unwrap();
+    start_http_with(&[]).await
+}
+
+/// `spine serve` on a free loopback port with extra arguments, in a fresh data directory.
+pub async fn start_http_with(extra: &[&str]) -> Server {
+    start_http_in(TempDir::new().unwrap(), extra).await
+}
+
+/// `spine serve` on a free loopback port over `dir`, with extra arguments.
+pub async fn start_http_in(dir: TempDir, extra: &[&str]) -> Server {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let addr = format!("127.0.0.1:{port}");
-    let child = tokio::process::Command::new(SPINE)
+    let mut child = tokio::process::Command::new(SPINE)
         .args(["serve", "--listen", &addr, "--data-dir"])
         .arg(dir.path())
+        .args(extra)
+        .env_remove("SPINE_OIDC_ISSUER")
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
@@ -78,6 +89,9 @@ pub async fn start_http() -> Server {
             && r.status().is_success()
         {
             return Server { child, addr, _dir: dir };
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("spine serve exited early: {status}");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -1,0 +1,331 @@
+//! Test fixtures for Spine: an OIDC identity provider on loopback.
+//!
+//! [`TestIssuer`] serves a discovery document and a JWKS from `127.0.0.1`, with one RSA-2048
+//! (RS256), one P-256 (ES256) and one Ed25519 (EdDSA) key generated per run, and mints tokens
+//! with them — including the forged and broken tokens a verifier must refuse.
+//!
+//! Key design decision: the issuer is a real HTTP server rather than a stub behind a trait, so
+//! tests exercise the verifier's discovery, key fetching and refresh exactly as production
+//! does, and [`TestIssuer::jwks_fetches`] can observe its caching. This crate is a
+//! dev-dependency only; nothing in it is fit for production use.
+#![deny(missing_docs)]
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State;
+use axum::routing::get;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ed25519_dalek::pkcs8::EncodePrivateKey as _;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use rand_core::OsRng;
+use rsa::pkcs1::EncodeRsaPrivateKey as _;
+use rsa::pkcs8::{EncodePublicKey as _, LineEnding};
+use rsa::traits::PublicKeyParts as _;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+/// A signing algorithm the test issuer has a key for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alg {
+    /// RSASSA-PKCS1-v1_5 with SHA-256, RSA-2048 key.
+    RS256,
+    /// ECDSA on P-256 with SHA-256.
+    ES256,
+    /// Ed25519.
+    EdDSA,
+}
+
+impl Alg {
+    fn algorithm(self) -> Algorithm {
+        match self {
+            Alg::RS256 => Algorithm::RS256,
+            Alg::ES256 => Algorithm::ES256,
+            Alg::EdDSA => Algorithm::EdDSA,
+        }
+    }
+}
+
+/// A private key the issuer signs with and the public JWK it publishes for it.
+#[derive(Clone)]
+struct SigningKey {
+    kid: String,
+    alg: Alg,
+    encoding: EncodingKey,
+    jwk: Value,
+    /// SPKI PEM of the public key; kept for RSA keys to forge HS256 confusion tokens.
+    public_pem: Option<String>,
+}
+
+/// The issuer's key set. Invariant: `published` holds exactly the keys in the JWKS, and the
+/// first key of each algorithm in it is the one `mint_with` signs with.
+struct Keys {
+    published: Vec<SigningKey>,
+    next_kid: usize,
+}
+
+impl Keys {
+    fn default_for(&self, alg: Alg) -> &SigningKey {
+        self.published
+            .iter()
+            .find(|key| key.alg == alg)
+            .expect("the issuer publishes a key of every algorithm")
+    }
+
+    fn fresh_kid(&mut self, alg: Alg) -> String {
+        self.next_kid += 1;
+        format!("{alg:?}-{}", self.next_kid).to_lowercase()
+    }
+}
+
+struct Shared {
+    issuer: String,
+    keys: Mutex<Keys>,
+    jwks_fetches: AtomicUsize,
+}
+
+/// An OIDC identity provider on `127.0.0.1`, serving `/.well-known/openid-configuration` and
+/// `/jwks`, that mints tokens for tests. The server stops when the value is dropped.
+pub struct TestIssuer {
+    shared: Arc<Shared>,
+    server: JoinHandle<()>,
+}
+
+impl Drop for TestIssuer {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+impl TestIssuer {
+    /// Generates the keys and starts serving on an ephemeral loopback port.
+    ///
+    /// Panics if the port cannot be bound: this is a test fixture.
+    pub async fn start() -> Self {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
+            .await
+            .expect("binding a loopback port for the test issuer");
+        let port = listener.local_addr().expect("a bound listener has an address").port();
+        let mut keys = Keys { published: Vec::new(), next_kid: 0 };
+        for alg in [Alg::RS256, Alg::ES256, Alg::EdDSA] {
+            let kid = keys.fresh_kid(alg);
+            keys.published.push(generate_key(alg, kid));
+        }
+        let shared = Arc::new(Shared {
+            issuer: format!("http://127.0.0.1:{port}"),
+            keys: Mutex::new(keys),
+            jwks_fetches: AtomicUsize::new(0),
+        });
+        let app = Router::new()
+            .route("/.well-known/openid-configuration", get(discovery_document))
+            .route("/jwks", get(jwks))
+            .with_state(Arc::clone(&shared));
+        let server = tokio::spawn(async move {
+            // The server runs until the fixture is dropped; an I/O error ends the test's issuer.
+            let _ = axum::serve(listener, app).await;
+        });
+        TestIssuer { shared, server }
+    }
+
+    /// The issuer URL, `http://127.0.0.1:PORT` (no trailing slash), as tokens' `iss` state it.
+    pub fn issuer(&self) -> String {
+        self.shared.issuer.clone()
+    }
+
+    /// How many times `/jwks` has been requested.
+    pub fn jwks_fetches(&self) -> usize {
+        self.shared.jwks_fetches.load(Ordering::SeqCst)
+    }
+
+    /// A token with these claims, signed RS256 with the current RSA key, `kid` set.
+    pub fn mint(&self, claims: Value) -> String {
+        self.mint_with(Alg::RS256, claims)
+    }
+
+    /// A token with these claims, signed with the issuer's key for `alg`, `kid` set.
+    pub fn mint_with(&self, alg: Alg, claims: Value) -> String {
+        let key = self.key(alg);
+        sign(&header(alg, Some(&key.kid)), &claims, &key.encoding)
+    }
+
+    /// A token signed with the issuer's key for `alg` but with no `kid` in its header.
+    pub fn mint_without_kid(&self, alg: Alg, claims: Value) -> String {
+        let key = self.key(alg);
+        sign(&header(alg, None), &claims, &key.encoding)
+    }
+
+    /// An unsigned token: header `{"alg":"none"}` carrying the RSA key's `kid`, empty signature.
+    pub fn mint_none(&self, claims: Value) -> String {
+        let header = json!({"alg": "none", "typ": "JWT", "kid": self.key(Alg::RS256).kid});
+        format!("{}.{}.", encode_part(&header), encode_part(&claims))
+    }
+
+    /// The algorithm-confusion forgery: HS256 keyed with the RSA public key's PEM bytes, under
+    /// the RSA key's `kid`.
+    pub fn mint_hs256_with_public_key(&self, claims: Value) -> String {
+        let key = self.key(Alg::RS256);
+        let pem = key.public_pem.expect("RSA keys keep their public PEM");
+        let mut header = Header::new(Algorithm::HS256);
+        header.kid = Some(key.kid);
+        sign(&header, &claims, &EncodingKey::from_secret(pem.as_bytes()))
+    }
+
+    /// A well-formed RS256 token whose `kid` is not in the JWKS, signed by a key that is not
+    /// either (a fresh RSA key each call).
+    pub fn mint_unknown_kid(&self, claims: Value) -> String {
+        let stranger = generate_key(Alg::RS256, "not-published".to_owned());
+        sign(&header(Alg::RS256, Some(&stranger.kid)), &claims, &stranger.encoding)
+    }
+
+    /// A valid RS256 token with one byte of its signature flipped.
+    pub fn mint_bad_signature(&self, claims: Value) -> String {
+        let token = self.mint(claims);
+        let (message, signature) = token.rsplit_once('.').expect("a JWT has three parts");
+        let mut bytes = URL_SAFE_NO_PAD.decode(signature).expect("the signature is base64url");
+        bytes[0] ^= 0x01;
+        format!("{message}.{}", URL_SAFE_NO_PAD.encode(bytes))
+    }
+
+    /// Replaces the RSA key: a new RS256 key under a new `kid` is published, the old one is
+    /// removed from the JWKS, and [`TestIssuer::mint`] signs with the new one. Returns the new
+    /// `kid`.
+    pub fn rotate(&self) -> String {
+        let mut keys = self.keys();
+        let kid = keys.fresh_kid(Alg::RS256);
+        let key = generate_key(Alg::RS256, kid.clone());
+        keys.published.retain(|key| key.alg != Alg::RS256);
+        keys.published.insert(0, key);
+        kid
+    }
+
+    /// Publishes one more key of `alg` alongside the existing ones (which stay the ones
+    /// `mint_with` uses). Returns its `kid`.
+    pub fn add_key(&self, alg: Alg) -> String {
+        let mut keys = self.keys();
+        let kid = keys.fresh_kid(alg);
+        keys.published.push(generate_key(alg, kid.clone()));
+        kid
+    }
+
+    /// Claims a typical provider issues for `email`: `iss` (this issuer), `aud`, `sub`
+    /// (`"sub-" + email`), `email`, `iat` = now and `exp` = now + 3600.
+    pub fn claims_for(&self, email: &str, audience: &str) -> Value {
+        let now = now();
+        json!({
+            "iss": self.shared.issuer,
+            "aud": audience,
+            "sub": format!("sub-{email}"),
+            "email": email,
+            "iat": now,
+            "exp": now + 3600,
+        })
+    }
+
+    fn key(&self, alg: Alg) -> SigningKey {
+        self.keys().default_for(alg).clone()
+    }
+
+    fn keys(&self) -> std::sync::MutexGuard<'_, Keys> {
+        self.shared.keys.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Seconds since the Unix epoch, as JWT time claims count them.
+pub fn now() -> i64 {
+    let since_epoch =
+        SystemTime::now().duration_since(UNIX_EPOCH).expect("the clock is after 1970");
+    i64::try_from(since_epoch.as_secs()).expect("the time fits in an i64")
+}
+
+async fn discovery_document(State(shared): State<Arc<Shared>>) -> Json<Value> {
+    Json(json!({
+        "issuer": shared.issuer,
+        "jwks_uri": format!("{}/jwks", shared.issuer),
+        "response_types_supported": ["code"],
+        "subject_types_supported": ["public"],
+        "id_token_signing_alg_values_supported": ["RS256", "ES256", "EdDSA"],
+    }))
+}
+
+async fn jwks(State(shared): State<Arc<Shared>>) -> Json<Value> {
+    shared.jwks_fetches.fetch_add(1, Ordering::SeqCst);
+    let keys = shared.keys.lock().unwrap_or_else(PoisonError::into_inner);
+    Json(json!({ "keys": keys.published.iter().map(|key| key.jwk.clone()).collect::<Vec<_>>() }))
+}
+
+fn header(alg: Alg, kid: Option<&str>) -> Header {
+    let mut header = Header::new(alg.algorithm());
+    header.kid = kid.map(str::to_owned);
+    header
+}
+
+fn sign(header: &Header, claims: &Value, key: &EncodingKey) -> String {
+    jsonwebtoken::encode(header, claims, key).expect("signing with a freshly generated key")
+}
+
+fn encode_part(value: &Value) -> String {
+    URL_SAFE_NO_PAD.encode(value.to_string())
+}
+
+fn generate_key(alg: Alg, kid: String) -> SigningKey {
+    let b64 = |bytes: &[u8]| URL_SAFE_NO_PAD.encode(bytes);
+    match alg {
+        Alg::RS256 => {
+            let private =
+                rsa::RsaPrivateKey::new(&mut OsRng, 2048).expect("generating an RSA-2048 key");
+            let public = private.to_public_key();
+            let der = private.to_pkcs1_der().expect("encoding the RSA key as PKCS#1");
+            let jwk = json!({
+                "kty": "RSA", "use": "sig", "alg": "RS256", "kid": kid,
+                "n": b64(&public.n().to_bytes_be()),
+                "e": b64(&public.e().to_bytes_be()),
+            });
+            let pem = public.to_public_key_pem(LineEnding::LF).expect("encoding the RSA PEM");
+            SigningKey {
+                kid,
+                alg,
+                encoding: EncodingKey::from_rsa_der(der.as_bytes()),
+                jwk,
+                public_pem: Some(pem),
+            }
+        }
+        Alg::ES256 => {
+            let private = p256::ecdsa::SigningKey::random(&mut OsRng);
+            let point = private.verifying_key().to_encoded_point(false);
+            let (x, y) = (point.x().expect("uncompressed"), point.y().expect("uncompressed"));
+            let der = p256::pkcs8::EncodePrivateKey::to_pkcs8_der(&private)
+                .expect("encoding the P-256 key as PKCS#8");
+            let jwk = json!({
+                "kty": "EC", "use": "sig", "alg": "ES256", "kid": kid, "crv": "P-256",
+                "x": b64(x), "y": b64(y),
+            });
+            SigningKey {
+                kid,
+                alg,
+                encoding: EncodingKey::from_ec_der(der.as_bytes()),
+                jwk,
+                public_pem: None,
+            }
+        }
+        Alg::EdDSA => {
+            let private = ed25519_dalek::SigningKey::generate(&mut OsRng);
+            let der = private.to_pkcs8_der().expect("encoding the Ed25519 key as PKCS#8");
+            let jwk = json!({
+                "kty": "OKP", "use": "sig", "alg": "EdDSA", "kid": kid, "crv": "Ed25519",
+                "x": b64(private.verifying_key().as_bytes()),
+            });
+            SigningKey {
+                kid,
+                alg,
+                encoding: EncodingKey::from_ed_der(der.as_bytes()),
+                jwk,
+                public_pem: None,
+            }
+        }
+    }
+}
