@@ -10,5 +10,5 @@ if [ ! -x target/pyenv/bin/python ] || ! target/pyenv/bin/python -c 'import mcp'
   target/pyenv/bin/pip install --quiet --disable-pip-version-check mcp==2.3.0
 fi
 cargo build --bin spine
-cargo test --workspace
+SPINE_REQUIRE_PYTHON=1 cargo test --workspace
 target/pyenv/bin/python tests/python/sdk_client.py target/debug/spine

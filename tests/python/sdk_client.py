@@ -1,10 +1,15 @@
 """End-to-end check with the official Python MCP SDK (the client most agents' tooling uses).
 
 Usage: python sdk_client.py path/to/spine
+       python sdk_client.py --oidc http://host:port/mcp TOKEN
 
-Starts `spine mcp` (stdio) and `spine serve` (streamable HTTP) on fresh data directories,
-and for each: negotiates the protocol, lists the tools and checks every SPEC annotation,
-stores and recalls a memory, and checks the error envelope of a rejected call.
+The first form starts `spine mcp` (stdio) and `spine serve` (streamable HTTP) on fresh data
+directories, and for each: negotiates the protocol, lists the tools and checks every SPEC
+annotation, stores and recalls a memory, and checks the error envelope of a rejected call.
+
+The second form runs the same checks against a running `spine serve --oidc-issuer …` with a
+bearer token, after checking that a client without the token is refused (the OIDC end-to-end
+test in crates/spine/tests/auth.rs drives it).
 """
 
 import asyncio
@@ -126,7 +131,33 @@ async def http(spine, data_dir):
         proc.wait(timeout=10)
 
 
+async def oidc(url, token):
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    try:
+        async with Client(url) as client:
+            await client.list_tools()
+        raise AssertionError("oidc: a client without a token was served")
+    except AssertionError:
+        raise
+    except Exception as e:  # the SDK surfaces the 401 as an error
+        print(f"[oidc] no token refused: {type(e).__name__}")
+    http_client = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with http_client:
+        async with Client(streamable_http_client(url, http_client=http_client)) as client:
+            await exercise(client, "oidc")
+            got = await client.call_tool("list_memory", {"scope": "run:project:billing", "full": True})
+            owner = got.structured_content["memories"][0]["owner"]
+            check(owner != "", f"oidc: records are owned by the token's identity, got {owner!r}")
+            print(f"[oidc] owner {owner}")
+
+
 def main():
+    if sys.argv[1] == "--oidc":
+        asyncio.run(oidc(sys.argv[2], sys.argv[3]))
+        print("python sdk (oidc): all checks passed")
+        return
     spine = os.path.abspath(sys.argv[1])
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         asyncio.run(stdio(spine, a))

@@ -141,12 +141,32 @@ fn strings(v: &Value, out: &mut Vec<String>) {
 }
 
 #[tokio::test]
-async fn a_second_owner_sees_and_changes_nothing_private() {
+async fn a_second_owner_sees_and_changes_nothing_private_over_http() {
     let issuer = TestIssuer::start().await;
     let mut server = oidc_server(&issuer, &[]).await;
     let alice = http_client(&server, &token(&issuer, "alice@example.com")).await;
     let bob = http_client(&server, &token(&issuer, "bob@example.com")).await;
+    leak_suite(&alice, &bob).await;
+    alice.cancel().await.unwrap();
+    bob.cancel().await.unwrap();
+    server.child.kill().await.unwrap();
+}
 
+#[tokio::test]
+async fn a_second_owner_sees_and_changes_nothing_private_over_stdio() {
+    let issuer = TestIssuer::start().await;
+    let dir = TempDir::new().unwrap();
+    let alice =
+        stdio_with_token(&issuer, dir.path(), &token(&issuer, "alice@example.com"), &[]).await;
+    let bob = stdio_with_token(&issuer, dir.path(), &token(&issuer, "bob@example.com"), &[]).await;
+    leak_suite(&alice, &bob).await;
+    alice.cancel().await.unwrap();
+    bob.cancel().await.unwrap();
+}
+
+/// Alice writes private, scheduled, discovery, shared and rule records; Bob runs every tool
+/// against them and his own.
+async fn leak_suite(alice: &Client, bob: &Client) {
     // Alice's private world, in a scope only she uses.
     let secret_scope = "alice-run:project:secret";
     let p = ok(call(
@@ -166,7 +186,7 @@ async fn a_second_owner_sees_and_changes_nothing_private() {
         "category": "decision", "not_before": "2999-01-01T00:00:00Z"}),
     )
     .await);
-    let d = ok(call(&alice, "store_discovery", json!({
+    let d = ok(call(alice, "store_discovery", json!({
         "content": "Staging is provisioned by deploy/staging.tf.", "kind": "fact",
         "scope": "discovery:repo:secret", "citations": [{"kind": "file", "ref": "deploy/staging.tf"}]
     })).await);
@@ -180,7 +200,7 @@ async fn a_second_owner_sees_and_changes_nothing_private() {
         "source": "user-said", "category": "decision", "tags": ["deploy"]}),
     )
     .await);
-    ok(call(&alice, "set_visibility", json!({"id": sh["id"], "shared": true})).await);
+    ok(call(alice, "set_visibility", json!({"id": sh["id"], "shared": true})).await);
     let rule = ok(call(
         &alice,
         "store_rule",
@@ -236,14 +256,14 @@ async fn a_second_owner_sees_and_changes_nothing_private() {
     .await;
     assert_eq!(s["memories"], json!([]));
     let l =
-        bob_ok(&bob, &mut seen, "list_memory", json!({"cross_spine": true, "limit": 1000})).await;
+        bob_ok(bob, &mut seen, "list_memory", json!({"cross_spine": true, "limit": 1000})).await;
     let ids: Vec<&Value> = l["memories"].as_array().unwrap().iter().map(|m| &m["id"]).collect();
     assert!(ids.contains(&&sh["id"]) && ids.contains(&&own["id"]));
     assert_eq!(l["recall_gate_hidden"]["total"], 0);
-    let l = bob_ok(&bob, &mut seen, "list_scheduled", json!({"cross_spine": true, "state": "all"}))
+    let l = bob_ok(bob, &mut seen, "list_scheduled", json!({"cross_spine": true, "state": "all"}))
         .await;
     assert_eq!(l["memories"], json!([]));
-    let t = bob_ok(&bob, &mut seen, "list_tags", json!({})).await;
+    let t = bob_ok(bob, &mut seen, "list_tags", json!({})).await;
     assert_eq!(t["tags"], json!([{"tag": "deploy", "count": 2}]));
     let disc = bob_ok(
         &bob,
@@ -253,13 +273,13 @@ async fn a_second_owner_sees_and_changes_nothing_private() {
     )
     .await;
     assert_eq!(disc["discoveries"], json!([]));
-    let rules = bob_ok(&bob, &mut seen, "list_rules", json!({})).await;
+    let rules = bob_ok(bob, &mut seen, "list_rules", json!({})).await;
     assert_eq!(rules["rules"][0]["id"], rule["id"], "rules are always shared");
-    let rel = bob_ok(&bob, &mut seen, "related_memories", json!({"id": own["id"], "k": 50})).await;
+    let rel = bob_ok(bob, &mut seen, "related_memories", json!({"id": own["id"], "k": 50})).await;
     let related: Vec<&Value> =
         rel["related"].as_array().unwrap().iter().map(|r| &r["memory"]["id"]).collect();
     assert!(related.contains(&&sh["id"]), "shared records relate");
-    let got = bob_ok(&bob, &mut seen, "get_memory", json!({"id": sh["id"]})).await;
+    let got = bob_ok(bob, &mut seen, "get_memory", json!({"id": sh["id"]})).await;
     assert_eq!(got["visibility"], "shared");
 
     // Every read or write of a private record is the one not_found, echoing only the input.
@@ -300,22 +320,22 @@ async fn a_second_owner_sees_and_changes_nothing_private() {
         "scope": "rule:repo:spine", "summary": "pwned"}),
     ));
     for (tool, args) in refused {
-        let e = err(call(&bob, tool, args.clone()).await);
+        let e = err(call(bob, tool, args.clone()).await);
         assert_eq!(e["code"], "not_found", "{tool} {args}");
         strings(&e, &mut echoes);
     }
     for tool in ["archive_memory", "restore_memory"] {
         let ids = json!([p["id"], sched["short_id"], d["id"], sh["id"], rule["id"]]);
-        let r = ok(call(&bob, tool, json!({ "ids": ids })).await);
+        let r = ok(call(bob, tool, json!({ "ids": ids })).await);
         strings(&r, &mut echoes);
         for row in r["results"].as_array().unwrap() {
             assert_eq!(row["outcome"], "not_found", "{tool}: {row}");
             assert_eq!(row["id"], "", "{tool}: {row}");
         }
     }
-    let cleared = bob_ok(&bob, &mut seen, "delete_all", json!({"scope": secret_scope})).await;
+    let cleared = bob_ok(bob, &mut seen, "delete_all", json!({"scope": secret_scope})).await;
     assert_eq!(cleared["deleted"], 0);
-    let cleared = bob_ok(&bob, &mut seen, "delete_all", json!({"scope": shared_scope})).await;
+    let cleared = bob_ok(bob, &mut seen, "delete_all", json!({"scope": shared_scope})).await;
     assert_eq!(cleared["deleted"], 1, "only Bob's own record");
 
     // Nothing private leaked: no value, id, short id, tag or scope name in any result, and
@@ -335,13 +355,10 @@ async fn a_second_owner_sees_and_changes_nothing_private() {
 
     // Alice's records are all intact.
     for r in [&p, &sched, &d, &sh, &rule] {
-        let got = ok(call(&alice, "get_memory", json!({"id": r["id"]})).await);
+        let got = ok(call(alice, "get_memory", json!({"id": r["id"]})).await);
         assert!(got.get("archived_at").is_none());
         assert_ne!(got["content"], "pwned");
     }
-    alice.cancel().await.unwrap();
-    bob.cancel().await.unwrap();
-    server.child.kill().await.unwrap();
 }
 
 #[tokio::test]
@@ -509,4 +526,36 @@ async fn claim_changes_follow_the_owner_claim() {
         assert_eq!(r.is_error != Some(true), visible_after_rename, "owner claim {owner_claim}");
         after.cancel().await.unwrap();
     }
+}
+
+/// The Python SDK (what most agent tooling uses) against `spine serve --oidc-issuer`, with a
+/// bearer token: refused without it, every check of tests/python/sdk_client.py with it.
+/// Needs the SDK environment `scripts/test.sh` creates (target/pyenv); the README's test
+/// command sets SPINE_REQUIRE_PYTHON so it can never be skipped there.
+#[tokio::test]
+async fn python_sdk_client_with_a_bearer_token() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let python = root.join("target/pyenv/bin/python");
+    if !python.exists() {
+        assert!(
+            std::env::var_os("SPINE_REQUIRE_PYTHON").is_none(),
+            "the Python SDK environment is missing: run scripts/test.sh"
+        );
+        eprintln!("skipped: no Python SDK environment (scripts/test.sh creates it)");
+        return;
+    }
+    let issuer = TestIssuer::start().await;
+    let mut server = oidc_server(&issuer, &[]).await;
+    let out = tokio::process::Command::new(&python)
+        .arg(root.join("tests/python/sdk_client.py"))
+        .arg("--oidc")
+        .arg(format!("http://{}/mcp", server.addr))
+        .arg(token(&issuer, "erin@example.com"))
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("[oidc] owner erin@example.com"), "{stdout}");
+    server.child.kill().await.unwrap();
 }

@@ -299,19 +299,31 @@ async fn http_session_serves_every_tool() {
 }
 
 #[tokio::test]
-async fn http_rejects_foreign_host_headers() {
-    let mut server = start_http().await;
+async fn http_rejects_foreign_host_and_origin_headers() {
+    let mut server = start_http_with(&["--allowed-origin", "https://app.example.com"]).await;
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
-    let r = reqwest::Client::new()
-        .post(format!("http://{}/mcp", server.addr))
-        .header("Host", "evil.example.com")
-        .header("Accept", "application/json, text/event-stream")
-        .json(&init)
-        .send()
-        .await
-        .unwrap();
+    let post = |headers: &[(&str, &str)]| {
+        let mut req = reqwest::Client::new()
+            .post(format!("http://{}/mcp", server.addr))
+            .header("Accept", "application/json, text/event-stream")
+            .json(&init);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        req.send()
+    };
+    let r = post(&[("Host", "evil.example.com")]).await.unwrap();
     assert!(r.status().is_client_error(), "DNS-rebinding protection: {}", r.status());
+    let r = post(&[("Origin", "https://evil.example.com")]).await.unwrap();
+    assert!(r.status().is_client_error(), "foreign Origin: {}", r.status());
+    let port = server.addr.rsplit(':').next().unwrap().to_owned();
+    for origin in [format!("http://localhost:{port}"), "https://app.example.com".to_owned()] {
+        let r = post(&[("Origin", origin.as_str())]).await.unwrap();
+        assert!(r.status().is_success(), "{origin}: {}", r.status());
+    }
+    let r = post(&[]).await.unwrap();
+    assert!(r.status().is_success(), "no Origin (CLI clients): {}", r.status());
     server.child.kill().await.unwrap();
 }
 
