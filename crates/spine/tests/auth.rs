@@ -170,7 +170,7 @@ async fn leak_suite(alice: &Client, bob: &Client) {
     // Alice's private world, in a scope only she uses.
     let secret_scope = "alice-run:project:secret";
     let p = ok(call(
-        &alice,
+        alice,
         "store_memory",
         json!({
         "content": "The staging database password rotates on Mondays.", "scope": secret_scope,
@@ -179,7 +179,7 @@ async fn leak_suite(alice: &Client, bob: &Client) {
     )
     .await);
     let sched = ok(call(
-        &alice,
+        alice,
         "schedule_memory",
         json!({
         "content": "Staging freeze next quarter.", "scope": secret_scope, "source": "user-said",
@@ -193,7 +193,7 @@ async fn leak_suite(alice: &Client, bob: &Client) {
     // Alice's shared record and rule are readable by Bob (read only).
     let shared_scope = "team:project:spine";
     let sh = ok(call(
-        &alice,
+        alice,
         "store_memory",
         json!({
         "content": "We deploy staging with Terraform.", "scope": shared_scope,
@@ -202,7 +202,7 @@ async fn leak_suite(alice: &Client, bob: &Client) {
     .await);
     ok(call(alice, "set_visibility", json!({"id": sh["id"], "shared": true})).await);
     let rule = ok(call(
-        &alice,
+        alice,
         "store_rule",
         json!({
         "content": "Never apply Terraform from a laptop.", "scope": "rule:repo:spine",
@@ -210,7 +210,7 @@ async fn leak_suite(alice: &Client, bob: &Client) {
     )
     .await);
     let own = ok(call(
-        &bob,
+        bob,
         "store_memory",
         json!({
         "content": "Bob deploys staging with Terraform too.", "scope": shared_scope,
@@ -239,7 +239,7 @@ async fn leak_suite(alice: &Client, bob: &Client) {
 
     // Reads.
     let s = bob_ok(
-        &bob,
+        bob,
         &mut seen,
         "search_memory",
         json!({"query": "staging database password", "cross_spine": true, "k": 50}),
@@ -248,7 +248,7 @@ async fn leak_suite(alice: &Client, bob: &Client) {
     assert_eq!(s["recall_gate_hidden"]["total"], 0, "alice's scheduled record is not counted");
     assert!(s["searched_scopes"].as_array().unwrap().iter().all(|x| x != secret_scope));
     let s = bob_ok(
-        &bob,
+        bob,
         &mut seen,
         "search_memory",
         json!({"query": "password", "scope": secret_scope}),
@@ -266,7 +266,7 @@ async fn leak_suite(alice: &Client, bob: &Client) {
     let t = bob_ok(bob, &mut seen, "list_tags", json!({})).await;
     assert_eq!(t["tags"], json!([{"tag": "deploy", "count": 2}]));
     let disc = bob_ok(
-        &bob,
+        bob,
         &mut seen,
         "search_discovery",
         json!({"query": "staging", "cross_spine": true}),
