@@ -209,6 +209,16 @@ async fn leak_suite(alice: &Client, bob: &Client) {
         "summary": "No laptop applies"}),
     )
     .await);
+    // A shared scheduled record: readable by Bob, but list_scheduled stays owner-only.
+    let shared_sched = ok(call(
+        alice,
+        "schedule_memory",
+        json!({
+        "content": "Team offsite freeze.", "scope": shared_scope, "source": "user-said",
+        "category": "decision", "not_before": "2999-01-01T00:00:00Z"}),
+    )
+    .await);
+    ok(call(alice, "set_visibility", json!({"id": shared_sched["id"], "shared": true})).await);
     let own = ok(call(
         bob,
         "store_memory",
@@ -245,7 +255,11 @@ async fn leak_suite(alice: &Client, bob: &Client) {
         json!({"query": "staging database password", "cross_spine": true, "k": 50}),
     )
     .await;
-    assert_eq!(s["recall_gate_hidden"]["total"], 0, "alice's scheduled record is not counted");
+    assert_eq!(
+        s["recall_gate_hidden"],
+        json!({"total": 1, "archived": 0, "superseded": 0, "expired": 0, "scheduled": 1}),
+        "only the shared scheduled record is counted, never Alice's private one"
+    );
     assert!(s["searched_scopes"].as_array().unwrap().iter().all(|x| x != secret_scope));
     let s = bob_ok(
         bob,
@@ -259,10 +273,10 @@ async fn leak_suite(alice: &Client, bob: &Client) {
         bob_ok(bob, &mut seen, "list_memory", json!({"cross_spine": true, "limit": 1000})).await;
     let ids: Vec<&Value> = l["memories"].as_array().unwrap().iter().map(|m| &m["id"]).collect();
     assert!(ids.contains(&&sh["id"]) && ids.contains(&&own["id"]));
-    assert_eq!(l["recall_gate_hidden"]["total"], 0);
+    assert_eq!(l["recall_gate_hidden"]["total"], 1, "the shared scheduled record only");
     let l = bob_ok(bob, &mut seen, "list_scheduled", json!({"cross_spine": true, "state": "all"}))
         .await;
-    assert_eq!(l["memories"], json!([]));
+    assert_eq!(l["memories"], json!([]), "owner-only, even for shared records");
     let t = bob_ok(bob, &mut seen, "list_tags", json!({})).await;
     assert_eq!(t["tags"], json!([{"tag": "deploy", "count": 2}]));
     let disc = bob_ok(
