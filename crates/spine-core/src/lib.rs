@@ -12,6 +12,7 @@
 
 mod error;
 mod ids;
+pub mod lexical;
 pub mod limits;
 mod record;
 mod scope;

@@ -1,4 +1,6 @@
-//! Text embeddings for Spine: the [`Embedder`] trait and the built-in offline model.
+//! Text embeddings for Spine: the [`Embedder`] trait, the built-in offline model, an
+//! OpenAI-compatible HTTP provider ([`OpenAiEmbedder`]) and a query-embedding cache
+//! ([`CachedEmbedder`]).
 //!
 //! [`BuiltinEmbedder`] runs sentence-transformers all-MiniLM-L6-v2 (384 dimensions) on the
 //! CPU in f32: WordPiece tokenisation with `tokenizers` (truncated to 256 tokens, batches
@@ -14,6 +16,11 @@
 #![deny(missing_docs)]
 
 mod bert;
+mod cache;
+mod openai;
+
+pub use cache::{CacheStats, CachedEmbedder, DEFAULT_CACHE_CAPACITY};
+pub use openai::{OpenAiConfig, OpenAiEmbedder};
 
 use std::path::{Path, PathBuf};
 
@@ -34,12 +41,39 @@ pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safe
 
 /// Turns texts into vectors.
 pub trait Embedder: Send + Sync {
-    /// Identity stored with each vector (e.g. [`MODEL_ID`]).
+    /// Identity stored with each vector (e.g. [`MODEL_ID`], `openai:<model>`). Vectors of
+    /// different identities are never compared; the server refuses to start on a store
+    /// holding vectors of another identity.
     fn model_id(&self) -> &str;
-    /// Vector length.
+    /// Vector length; 0 while unknown (an HTTP provider learns it from its first answer
+    /// unless configured).
     fn dims(&self) -> usize;
     /// One L2-normalised vector per input text, in order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+impl<T: Embedder + ?Sized> Embedder for Box<T> {
+    fn model_id(&self) -> &str {
+        (**self).model_id()
+    }
+    fn dims(&self) -> usize {
+        (**self).dims()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        (**self).embed(texts)
+    }
+}
+
+impl<T: Embedder + ?Sized> Embedder for std::sync::Arc<T> {
+    fn model_id(&self) -> &str {
+        (**self).model_id()
+    }
+    fn dims(&self) -> usize {
+        (**self).dims()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        (**self).embed(texts)
+    }
 }
 
 /// Why embedding failed.
@@ -70,6 +104,10 @@ pub enum EmbedError {
     /// Tokenisation or the forward pass failed.
     #[error("embedding failed: {0}")]
     Inference(String),
+    /// An embedding provider (HTTP) failed, answered with an error, or returned vectors that
+    /// break the contract (wrong count, wrong length, not numbers).
+    #[error("embedding provider: {0}")]
+    Provider(String),
 }
 
 /// Where the built-in model lives: `SPINE_MODEL_DIR` if set, else

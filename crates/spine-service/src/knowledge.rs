@@ -290,18 +290,19 @@ impl Service {
         scored.truncate(k);
         let ids: Vec<RecordId> = scored.iter().map(|(_, id)| *id).collect();
         let score_of: HashMap<RecordId, f32> = scored.iter().map(|(s, id)| (*id, *s)).collect();
+        let nearest = self.store.get_many(&ids).map_err(store_error)?;
+        // SPEC search_discovery: the reranker reorders the vector-similarity order.
         let discoveries = self
-            .store
-            .get_many(&ids)
-            .map_err(store_error)?
+            .apply_reranker(&a.query, nearest, |m| &m.content)
             .into_iter()
-            .map(|mut m| {
+            .map(|(mut m, relevance)| {
                 let score = score_of.get(&m.id).copied().unwrap_or_default();
                 // SPEC search_discovery: results carry their citations.
                 let citations = std::mem::take(&mut m.citations);
                 let mut v = MemoryView::new(m, vec![], false);
                 v.citations = Some(citations);
                 v.score = (score != 0.0).then_some(score);
+                v.relevance = relevance;
                 v
             })
             .collect();

@@ -17,6 +17,7 @@ mod memory;
 pub mod rank;
 mod recall;
 mod related;
+pub mod rerank;
 pub mod views;
 
 use std::sync::Arc;
@@ -24,6 +25,8 @@ use std::sync::Arc;
 use spine_core::{Clock, Error, Limits, ShortId};
 use spine_embed::Embedder;
 use spine_store::{Store, StoreError};
+
+use crate::rerank::Reranker;
 
 pub use spine_core::Caller;
 pub use spine_store::Access;
@@ -38,6 +41,8 @@ pub struct Service {
     embedder: Arc<dyn Embedder>,
     clock: Arc<dyn Clock>,
     limits: Limits,
+    /// SPEC search rule 5: reorders search_memory and search_discovery hits when set.
+    reranker: Option<Arc<dyn Reranker>>,
 }
 
 impl Service {
@@ -48,7 +53,13 @@ impl Service {
         clock: Arc<dyn Clock>,
         limits: Limits,
     ) -> Self {
-        Service { store, embedder, clock, limits }
+        Service { store, embedder, clock, limits, reranker: None }
+    }
+
+    /// The same service, reranking search_memory and search_discovery results with `r`
+    /// (`SPINE_SEARCH_RANKER=jev`).
+    pub fn with_reranker(self, r: Arc<dyn Reranker>) -> Self {
+        Service { reranker: Some(r), ..self }
     }
 
     /// The configured limits.

@@ -166,24 +166,29 @@ impl Service {
             .take(rank::rerank_pool(k))
             .map(|(s, c)| (*s, c.id))
             .collect();
+        // SPEC search rule 1: the pool re-ordered by cosine plus normalised BM25.
         let ids: Vec<RecordId> = pool.iter().map(|(_, id)| *id).collect();
-        let records = self.store.get_many(&ids).map_err(store_error)?;
-        let qtokens = rank::tokens(&a.query);
-        let mut ranked: Vec<(f32, f32, spine_core::Memory)> = records
-            .into_iter()
-            .zip(pool.iter())
-            .map(|(m, (dense, _))| {
-                let lexical = rank::overlap(&qtokens, &rank::tokens(&m.content));
-                (rank::fused(*dense, lexical), *dense, m)
-            })
+        let lexical = self
+            .store
+            .lexical_scores(&spine_core::lexical::query_terms(&a.query), &ids)
+            .map_err(store_error)?;
+        let mut fused = rank::fuse(&pool, &lexical);
+        fused.truncate(k);
+        let top: Vec<RecordId> = fused.iter().map(|f| f.id).collect();
+        // get_many skips a record deleted since the scan; keep the others with their scores.
+        let mut records = self.store.get_many(&top).map_err(store_error)?.into_iter().peekable();
+        let ranked: Vec<(f32, f32, spine_core::Memory)> = fused
+            .iter()
+            .filter_map(|f| records.next_if(|m| m.id == f.id).map(|m| (f.fused, f.dense, m)))
             .collect();
-        ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
-        ranked.truncate(k);
+        // SPEC search rule 5: the reranker reorders the k hits of the default order.
+        let ranked = self.apply_reranker(&a.query, ranked, |(_, _, m)| &m.content);
         let memories = ranked
             .into_iter()
-            .map(|(_, dense, m)| {
+            .map(|((_, dense, m), relevance)| {
                 let mut v = MemoryView::new(m, vec![], a.full);
                 v.score = (dense != 0.0).then_some(dense);
+                v.relevance = relevance;
                 v
             })
             .collect();

@@ -48,6 +48,10 @@ pub struct MemoryView {
     /// Dense cosine similarity to the query (search only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f32>,
+    /// Reranker's probability (0..1) that this record answers the query; only when reranking
+    /// ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relevance: Option<f32>,
     /// Discovery records: `map` or `fact`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<DiscoveryKind>,
@@ -131,6 +135,7 @@ impl MemoryView {
             created_at: m.created_at,
             states,
             score: None,
+            relevance: None,
             kind: m.kind,
             repo: None,
             workspace: None,
@@ -501,8 +506,9 @@ mod tests {
 /// Result of search_discovery.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct DiscoveryResult {
-    /// Nearest first (dense cosine, no lexical step). Each is the compact view plus its
-    /// `citations`; `score` is the cosine similarity to the query.
+    /// Nearest first (dense cosine, no lexical step), then reordered by the reranker when
+    /// one is set. Each is the compact view plus its `citations`; `score` is the cosine
+    /// similarity to the query.
     pub discoveries: Vec<MemoryView>,
     /// Cross-spine coverage: discovery scopes only.
     #[serde(flatten)]

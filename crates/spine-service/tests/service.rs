@@ -468,6 +468,150 @@ fn full_view_carries_citations_and_compact_prefers_summary() {
     assert_eq!(full["memories"][0]["content"].as_str().unwrap().len(), 500);
 }
 
+// ---------- search_memory: lexical ranking (SPEC search rule 1) ----------
+
+/// Everyday project memories, so that term statistics look like a real store's: a word
+/// such as "config" or "tests" is common, an identifier is rare.
+fn background(e: &Env) {
+    for c in [
+        "Run the test suite with cargo test before every commit.",
+        "The user wants error messages to name the field that failed.",
+        "Configuration files use TOML, never YAML.",
+        "The database schema is migrated at startup.",
+        "Logs go to stderr in JSON when running in production.",
+        "The HTTP server binds to loopback unless told otherwise.",
+        "Deploys happen on Tuesdays after the standup.",
+        "Use anyhow only in the binary; libraries define error types with thiserror.",
+        "The CI pipeline caches the target directory between runs.",
+        "Environment variables override values from the config file.",
+        "Integration tests start a real server on a random port.",
+        "The user prefers small pull requests with one change each.",
+    ] {
+        e.store(&anon(), c, json!({}));
+    }
+}
+
+/// Stores `records` beside the background and returns the hits for `query`.
+fn lexical_case(records: &[&str], query: &str, k: u64) -> Vec<Value> {
+    let e = env();
+    background(&e);
+    for r in records {
+        e.store(&anon(), r, json!({}));
+    }
+    e.search(&anon(), json!({"query": query, "scope": SCOPE, "k": k}))["memories"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn identifier_query_ranks_the_record_naming_it_first_and_keeps_the_cosine_as_score() {
+    let records = [
+        "Known crash in load_config_from_env when SPINE_HOME is blank.",
+        "Loading settings panics when an environment variable is blank.",
+        "The config crate crashes on blank environment variables.",
+        "Startup panics when a required setting is missing.",
+        "Reading configuration panics if a variable holds an empty string.",
+        "Settings loading crashes on empty environment values.",
+    ];
+    let query = "load_config_from_env panics on empty var";
+    let hits = lexical_case(&records, query, 3);
+    assert_eq!(hits[0]["content"], records[0]);
+    // SPEC search rule 1: `score` is the dense similarity, so the lexical step leaves the
+    // order non-monotonic in it — here a paraphrase of the query is closer by cosine.
+    let v = embedder().embed(&[query, records[0]]).unwrap();
+    let cosine = spine_embed::cosine(&v[0], &v[1]) as f64;
+    let s0 = hits[0]["score"].as_f64().unwrap();
+    assert!((s0 - cosine).abs() < 1e-5, "score {s0} is the cosine {cosine}");
+    assert!(hits[1..].iter().any(|h| h["score"].as_f64().unwrap() > s0), "{hits:?}");
+}
+
+#[test]
+fn path_query_ranks_the_record_with_that_path_first() {
+    let records = [
+        "The Store trait is declared in crates/spine-store/src/lib.rs.",
+        "The Store trait is implemented in crates/spine-store/src/sqlite.rs.",
+        "The Service struct is declared in crates/spine-service/src/lib.rs.",
+        "Core types are declared in crates/spine-core/src/lib.rs.",
+    ];
+    let hits = lexical_case(&records, "crates/spine-store/src/lib.rs", 4);
+    assert_eq!(hits[0]["content"], records[0]);
+    let hits = lexical_case(&records, "what is in crates/spine-core/src/lib.rs", 4);
+    assert_eq!(hits[0]["content"], records[3]);
+}
+
+#[test]
+fn version_query_ranks_the_record_with_that_version_first() {
+    let records = [
+        "candle v0.11.1 fixed the layer norm regression.",
+        "candle v0.10.2 introduced the layer norm regression.",
+        "The layer norm regression in candle is fixed upstream.",
+        "candle v0.9.0 changed the softmax API.",
+    ];
+    for query in ["v0.11.1 layer norm", "0.11.1 layer norm"] {
+        let hits = lexical_case(&records, query, 4);
+        assert_eq!(hits[0]["content"], records[0], "{query}");
+    }
+}
+
+#[test]
+fn error_string_query_ranks_the_record_quoting_it_first() {
+    let records = [
+        "E0502 on conn: the prepared statement still borrows it; drop the statement first.",
+        "Borrow checker errors on the connection mean a statement outlives its scope.",
+        "Mutable borrows of the connection must not escape the lock guard.",
+        "The connection is shared behind a mutex.",
+    ];
+    let hits = lexical_case(&records, "error[E0502]: cannot borrow `conn` as mutable", 4);
+    assert_eq!(hits[0]["content"], records[0]);
+}
+
+#[test]
+fn a_query_sharing_no_words_with_a_record_still_finds_it_first() {
+    let e = env();
+    seed(&e);
+    // Shares "preference" with the query; the record meant shares no word with it.
+    e.store(&anon(), "The preference file lives in the home directory.", json!({}));
+    let r = e.search(
+        &anon(),
+        json!({"query": "indentation preference for golang", "scope": SCOPE, "k": 2}),
+    );
+    assert_eq!(contents(&r)[0], "The user prefers tabs over spaces in Go code.");
+}
+
+#[test]
+fn a_record_repeating_one_query_word_does_not_outrank_the_meaning() {
+    let e = env();
+    seed(&e);
+    e.store(&anon(), "Vectors in the physics module are stored as three floats.", json!({}));
+    let r = e.search(
+        &anon(),
+        json!({"query": "which database do we use for vectors?", "scope": SCOPE, "k": 2}),
+    );
+    assert!(contents(&r)[0].contains("PostgreSQL"));
+}
+
+#[test]
+fn without_shared_words_the_order_is_the_dense_order() {
+    let e = env();
+    seed(&e);
+    let r = e.search(&anon(), json!({"query": "relational engine", "scope": SCOPE, "k": 4}));
+    let scores: Vec<f64> =
+        r["memories"].as_array().unwrap().iter().map(|h| h["score"].as_f64().unwrap()).collect();
+    assert_eq!(scores.len(), 4);
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+}
+
+#[test]
+fn syntax_characters_in_a_query_are_only_text() {
+    let e = env();
+    seed(&e);
+    for query in ["\"unbalanced", "NEAR(cargo clean)", "cache*", "-ci OR ^tabs", "scope:x (a)"] {
+        let r = e.search(&anon(), json!({"query": query, "scope": SCOPE}));
+        assert_eq!(r["memories"].as_array().unwrap().len(), 4, "{query}");
+    }
+}
+
 // ---------- list_memory ----------
 
 #[test]

@@ -207,6 +207,9 @@ pub trait Store: Send + Sync {
     /// Inserts a new record with its vector. The record's id and short_id must be new.
     fn insert(&self, m: &Memory, embedding: Embedding<'_>) -> Result<()>;
 
+    /// Inserts many new records in one transaction (imports and benchmarks).
+    fn insert_batch(&self, items: &[(Memory, Embedding<'_>)]) -> Result<()>;
+
     /// Whether any record (readable or not) already uses this short id.
     fn short_id_taken(&self, short: &ShortId) -> Result<bool>;
 
@@ -274,6 +277,17 @@ pub trait Store: Send + Sync {
         limit: usize,
     ) -> Result<Vec<TagCount>>;
 
+    /// BM25 relevance (higher = better, always positive) of each of `ids` whose indexed
+    /// terms (content, summary and tags, per `spine_core::lexical`) contain any of
+    /// `query_terms`; ids matching none are left out. Sorted by relevance, best first.
+    /// Term statistics span the whole store. Callers pass only ids that an access-checked
+    /// query returned.
+    fn lexical_scores(
+        &self,
+        query_terms: &[String],
+        ids: &[RecordId],
+    ) -> Result<Vec<(RecordId, f32)>>;
+
     /// Stores `new` and stamps `superseded_by = new.id` on every target, in one transaction,
     /// recording `idempotency` (when given) in the same transaction. The targets are
     /// re-checked inside the transaction: each must be owned by `access`, have no successor
@@ -335,4 +349,24 @@ pub trait Store: Send + Sync {
         gate: Gate,
         limit: usize,
     ) -> Result<Vec<Memory>>;
+
+    /// The embedder identities stamped on stored vectors, each with how many vectors carry
+    /// it, sorted by identity. The server compares them with its configured embedder at
+    /// start-up (docs/embeddings.md). Not access-checked: an operator view of the store.
+    fn embedder_models(&self) -> Result<Vec<(String, u64)>>;
+
+    /// Up to `limit` records, of every owner, whose vector is missing or was produced by an
+    /// embedder other than `model`: `(id, content)`, ordered by id, strictly after `after`.
+    /// Passing the last id of one page as `after` walks the store once; `spine reindex`
+    /// resumes by simply asking again (re-embedded records no longer match).
+    fn needing_embedding(
+        &self,
+        model: &str,
+        after: Option<RecordId>,
+        limit: usize,
+    ) -> Result<Vec<(RecordId, String)>>;
+
+    /// Replaces (or adds) the vector of record `id` and its embedder stamp, leaving the
+    /// record itself untouched; false when no such record exists (deleted meanwhile).
+    fn set_vector(&self, id: &RecordId, embedding: Embedding<'_>) -> Result<bool>;
 }

@@ -5,6 +5,7 @@
 //! write that touches several tables runs in one transaction, so a crash leaves either the
 //! old or the new state, never a half-written record.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -72,7 +73,33 @@ const MIGRATIONS: &[&str] = &[
         short_id TEXT NOT NULL,
         PRIMARY KEY (owner, key)
     ) WITHOUT ROWID;",
+    // 3: the lexical index: one row per record (same rowid) holding its
+    // `spine_core::lexical` terms, separated by spaces. A term holds only alphanumerics and
+    // `lexical::JOINERS`; the `ascii` tokenizer with every joiner as a token character keeps
+    // each term one FTS5 token, so FTS5 matches exactly the terms the tokenizer produced.
+    // Contentless (the terms are derived from the payload); a trigger follows deletes.
+    // Existing rows are filled by `backfill_lexical`.
+    r#"CREATE VIRTUAL TABLE memory_fts USING fts5(
+        terms,
+        content = '',
+        contentless_delete = 1,
+        tokenize = "ascii tokenchars '_-./\:'"
+    );
+    CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+        DELETE FROM memory_fts WHERE rowid = old.rowid;
+    END;"#,
+    // 4: the start-up embedder check reads the distinct vector models without a scan.
+    "CREATE INDEX vectors_model ON vectors(model);",
 ];
+
+/// The Rust half of a migration step, run right after that step's SQL in the same
+/// transaction: backfills that SQL alone cannot compute.
+fn migration_code(step: usize) -> Option<fn(&Transaction<'_>) -> Result<()>> {
+    match step {
+        3 => Some(backfill_lexical),
+        _ => None,
+    }
+}
 
 /// SQLite-backed [`Store`].
 ///
@@ -125,6 +152,9 @@ impl SqliteStore {
         }
         for (i, step) in MIGRATIONS.iter().enumerate().skip(applied) {
             tx.execute_batch(step)?;
+            if let Some(code) = migration_code(i + 1) {
+                code(&tx)?;
+            }
             tx.pragma_update(None, "user_version", (i + 1) as i64)?;
             tracing::info!(step = i + 1, "applied store migration");
         }
@@ -188,7 +218,62 @@ fn write_row(tx: &Transaction<'_>, m: &Memory, body: &str) -> Result<i64> {
     for tag in &m.tags {
         ins.execute(params![rowid, tag])?;
     }
+    write_lexical(tx, rowid, &lexical_document(&m.content, &m.summary, &m.tags))?;
     Ok(rowid)
+}
+
+/// The indexed terms of a record: those of its content, summary and tags, space-separated.
+fn lexical_document(content: &str, summary: &str, tags: &[String]) -> String {
+    let mut terms = spine_core::lexical::terms(content);
+    terms.extend(spine_core::lexical::terms(summary));
+    for tag in tags {
+        terms.extend(spine_core::lexical::terms(tag));
+    }
+    terms.join(" ")
+}
+
+fn write_lexical(tx: &Transaction<'_>, rowid: i64, document: &str) -> Result<()> {
+    tx.prepare_cached("INSERT OR REPLACE INTO memory_fts (rowid, terms) VALUES (?1, ?2)")?
+        .execute(params![rowid, document])?;
+    Ok(())
+}
+
+/// Migration 3: index every existing record. Reads the payload keys directly rather than
+/// decoding the whole record, so a payload this binary cannot decode still gets indexed.
+fn backfill_lexical(tx: &Transaction<'_>) -> Result<()> {
+    let mut rows = tx.prepare(
+        "SELECT rowid,
+            CAST(coalesce(json_extract(body, '$.content'), '') AS TEXT),
+            CAST(coalesce(json_extract(body, '$.summary'), '') AS TEXT),
+            CAST(coalesce(json_extract(body, '$.tags'), '[]') AS TEXT)
+         FROM memories",
+    )?;
+    let mut rows = rows.query([])?;
+    while let Some(r) = rows.next()? {
+        let tags: Vec<String> = serde_json::from_str(&r.get::<_, String>(3)?).unwrap_or_default();
+        let document = lexical_document(&r.get::<_, String>(1)?, &r.get::<_, String>(2)?, &tags);
+        write_lexical(tx, r.get(0)?, &document)?;
+    }
+    Ok(())
+}
+
+/// An FTS5 query matching any of `terms`. Each term is a quoted string (inner quotes
+/// doubled), so FTS5 operators and syntax characters in a term are only text. NUL is dropped:
+/// FTS5 reads the query as a C string, and no indexed term contains one.
+fn any_term_query(terms: &[String]) -> String {
+    let quoted = |t: &String| {
+        let mut q = String::with_capacity(t.len() + 2);
+        q.push('"');
+        for c in t.chars().filter(|c| *c != '\0') {
+            if c == '"' {
+                q.push('"');
+            }
+            q.push(c);
+        }
+        q.push('"');
+        q
+    };
+    terms.iter().map(quoted).collect::<Vec<_>>().join(" OR ")
 }
 
 fn write_vector(tx: &Transaction<'_>, rowid: i64, e: Embedding<'_>) -> Result<()> {
@@ -338,6 +423,17 @@ impl Store for SqliteStore {
         let tx = conn.transaction()?;
         let rowid = write_row(&tx, m, &body)?;
         write_vector(&tx, rowid, embedding)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn insert_batch(&self, items: &[(Memory, Embedding<'_>)]) -> Result<()> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        for (m, embedding) in items {
+            let rowid = write_row(&tx, m, &encode(m)?)?;
+            write_vector(&tx, rowid, *embedding)?;
+        }
         tx.commit()?;
         Ok(())
     }
@@ -544,6 +640,54 @@ impl Store for SqliteStore {
             })?
             .collect::<Result<_, _>>()?;
         Ok(rows)
+    }
+
+    fn lexical_scores(
+        &self,
+        query_terms: &[String],
+        ids: &[RecordId],
+    ) -> Result<Vec<(RecordId, f32)>> {
+        if query_terms.is_empty() || ids.is_empty() {
+            return Ok(vec![]);
+        }
+        let conn = self.lock();
+        let mut by_rowid = HashMap::with_capacity(ids.len());
+        {
+            let mut stmt = conn.prepare_cached("SELECT rowid FROM memories WHERE id = ?1")?;
+            for id in ids {
+                if let Some(rowid) =
+                    stmt.query_row([id.to_string()], |r| r.get::<_, i64>(0)).optional()?
+                {
+                    by_rowid.insert(rowid, *id);
+                }
+            }
+        }
+        if by_rowid.is_empty() {
+            return Ok(vec![]);
+        }
+        // `+rowid` keeps the id list away from FTS5's planner: one pass over the matches,
+        // with bm25's document frequencies computed once, instead of one FTS5 query (and one
+        // frequency scan per term) for each id.
+        let marks = vec!["?"; by_rowid.len()].join(", ");
+        let mut stmt = conn.prepare(&format!(
+            "SELECT rowid, bm25(memory_fts) FROM memory_fts
+             WHERE memory_fts MATCH ? AND +rowid IN ({marks})"
+        ))?;
+        let params = std::iter::once(Value::Text(any_term_query(query_terms)))
+            .chain(by_rowid.keys().map(|r| Value::Integer(*r)));
+        let rows = stmt.query_map(params_from_iter(params), |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, f64>(1)?))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (rowid, bm25) = row?;
+            if let Some(id) = by_rowid.get(&rowid) {
+                // FTS5's bm25() is lower-is-better (negative for a match).
+                out.push((*id, -bm25 as f32));
+            }
+        }
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(out)
     }
 
     fn supersede(
@@ -753,6 +897,58 @@ impl Store for SqliteStore {
         let bodies: Vec<String> =
             stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
         bodies.iter().map(|b| decode(b)).collect()
+    }
+
+    fn embedder_models(&self) -> Result<Vec<(String, u64)>> {
+        let conn = self.lock();
+        let mut stmt =
+            conn.prepare("SELECT model, COUNT(*) FROM vectors GROUP BY model ORDER BY model")?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))?
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    fn needing_embedding(
+        &self,
+        model: &str,
+        after: Option<RecordId>,
+        limit: usize,
+    ) -> Result<Vec<(RecordId, String)>> {
+        // Ids are lowercase hyphenated UUIDs, so text order is id order and '' precedes all.
+        let after = after.map(|a| a.to_string()).unwrap_or_default();
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT m.id, coalesce(json_extract(m.body, '$.content'), '')
+             FROM memories m LEFT JOIN vectors v ON v.memory = m.rowid
+             WHERE (v.memory IS NULL OR v.model <> ?1) AND m.id > ?2
+             ORDER BY m.id LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(params![model, after, limit as i64], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, content) = row?;
+            let id =
+                RecordId::parse(&id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))?;
+            out.push((id, content));
+        }
+        Ok(out)
+    }
+
+    fn set_vector(&self, id: &RecordId, embedding: Embedding<'_>) -> Result<bool> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let rowid: Option<i64> = tx
+            .query_row("SELECT rowid FROM memories WHERE id = ?1", [id.to_string()], |r| r.get(0))
+            .optional()?;
+        let Some(rowid) = rowid else {
+            return Ok(false);
+        };
+        write_vector(&tx, rowid, embedding)?;
+        tx.commit()?;
+        Ok(true)
     }
 }
 

@@ -1,11 +1,26 @@
-//! The built-in model, loaded on a background thread so the server answers `initialize`
-//! at once; the first call that needs a vector waits for the load to finish.
+//! Choosing the embedder, checking it against the store, and re-embedding the store.
+//!
+//! - The built-in model loads on a background thread so the server answers `initialize`
+//!   at once; the first call that needs a vector waits for the load to finish.
+//! - An OpenAI-compatible server is used instead with `--embedder openai`.
+//! - Either sits behind an LRU cache of query embeddings.
+//! - A store holding vectors of another embedder is refused at start-up; `spine reindex`
+//!   re-embeds it (docs/embeddings.md).
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
-use anyhow::Result;
-use spine_embed::{BuiltinEmbedder, DIMS, EmbedError, Embedder, MODEL_ID};
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use spine_core::RecordId;
+use spine_embed::{
+    BuiltinEmbedder, CachedEmbedder, DIMS, EmbedError, Embedder, MODEL_ID, OpenAiConfig,
+    OpenAiEmbedder,
+};
+use spine_store::{Embedding, SqliteStore, Store};
 
 type Loaded = Result<BuiltinEmbedder, String>;
 
@@ -60,5 +75,342 @@ impl Embedder for BackgroundEmbedder {
             Ok(model) => model.embed(texts),
             Err(e) => Err(EmbedError::Load(e.clone())),
         }
+    }
+}
+
+/// Which embedder turns texts into vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EmbedderKind {
+    /// The built-in all-MiniLM-L6-v2, on this machine's CPU (offline).
+    Builtin,
+    /// An OpenAI-compatible `/v1/embeddings` server (Ollama, vLLM, TEI, LM Studio, OpenAI…).
+    Openai,
+}
+
+/// The embedder flags, shared by every command (docs/embeddings.md).
+#[derive(Debug, Clone, Args)]
+pub struct EmbedderArgs {
+    /// Embedder: `builtin` (offline all-MiniLM-L6-v2) or `openai` (an OpenAI-compatible
+    /// /v1/embeddings server, with --embed-url and --embed-model).
+    #[arg(long, global = true, env = "SPINE_EMBEDDER", value_enum, default_value = "builtin")]
+    pub embedder: EmbedderKind,
+    /// Base URL of the OpenAI-compatible server, with or without the trailing /v1
+    /// (e.g. http://localhost:11434 for Ollama).
+    #[arg(long, global = true, env = "SPINE_EMBED_URL")]
+    pub embed_url: Option<String>,
+    /// Embedding model name on that server (e.g. nomic-embed-text); stamped on every vector
+    /// as `openai:<model>`.
+    #[arg(long, global = true, env = "SPINE_EMBED_MODEL")]
+    pub embed_model: Option<String>,
+    /// API key sent as a bearer token to the embedding server; never logged.
+    #[arg(long, global = true, env = "SPINE_EMBED_API_KEY", hide_env_values = true)]
+    pub embed_api_key: Option<String>,
+    /// Vector length the embedding model must return; learned from the first answer when
+    /// unset.
+    #[arg(long, global = true, env = "SPINE_EMBED_DIMS")]
+    pub embed_dims: Option<usize>,
+}
+
+impl EmbedderArgs {
+    /// The flags that select this embedder again, for messages (the key is never shown).
+    fn flags(&self) -> String {
+        match self.embedder {
+            EmbedderKind::Builtin => "--embedder builtin".to_owned(),
+            EmbedderKind::Openai => {
+                let mut s = format!(
+                    "--embedder openai --embed-url {} --embed-model {}",
+                    self.embed_url.as_deref().unwrap_or("URL"),
+                    self.embed_model.as_deref().unwrap_or("MODEL")
+                );
+                if let Some(d) = self.embed_dims {
+                    s.push_str(&format!(" --embed-dims {d}"));
+                }
+                if self.embed_api_key.is_some() {
+                    s.push_str(" (and the same SPINE_EMBED_API_KEY)");
+                }
+                s
+            }
+        }
+    }
+}
+
+/// The configured embedder behind the query-embedding cache. The built-in model loads in
+/// the background; the HTTP provider makes no request until the first embedding.
+pub fn build(args: &EmbedderArgs, model_dir: &Path) -> Result<Arc<dyn Embedder>> {
+    let inner: Box<dyn Embedder> = match args.embedder {
+        EmbedderKind::Builtin => {
+            if args.embed_url.is_some() || args.embed_model.is_some() {
+                tracing::warn!("--embed-url and --embed-model are ignored with --embedder builtin");
+            }
+            Box::new(BackgroundEmbedder::start(model_dir)?)
+        }
+        EmbedderKind::Openai => {
+            let (Some(url), Some(model)) = (&args.embed_url, &args.embed_model) else {
+                bail!(
+                    "--embedder openai needs --embed-url (SPINE_EMBED_URL), the server's base URL, \
+                     and --embed-model (SPINE_EMBED_MODEL), the embedding model's name"
+                );
+            };
+            let config = OpenAiConfig {
+                api_key: args.embed_api_key.clone().filter(|k| !k.is_empty()),
+                dims: args.embed_dims,
+                ..OpenAiConfig::new(url.clone(), model.clone())
+            };
+            let embedder = OpenAiEmbedder::new(config)?;
+            tracing::info!(
+                endpoint = embedder.endpoint(),
+                model = embedder.model_id(),
+                authenticated = args.embed_api_key.is_some(),
+                "embedding with an OpenAI-compatible server"
+            );
+            Box::new(embedder)
+        }
+    };
+    Ok(Arc::new(CachedEmbedder::new(inner)))
+}
+
+/// Refuses a store holding vectors of another embedder than `embedder`: their similarity
+/// to this embedder's queries would be meaningless (docs/embeddings.md, "Identity").
+pub fn check_identity(
+    store: &dyn Store,
+    embedder: &dyn Embedder,
+    args: &EmbedderArgs,
+    data_dir: &Path,
+) -> Result<()> {
+    let models = store.embedder_models().context("reading the embedder stamps of the store")?;
+    let configured = embedder.model_id();
+    let others: Vec<&(String, u64)> = models.iter().filter(|(m, _)| m != configured).collect();
+    if others.is_empty() {
+        return Ok(());
+    }
+    let listed: Vec<String> =
+        others.iter().map(|(m, n)| format!("{m} ({n} vector{})", plural(*n))).collect();
+    let mine = models.iter().find(|(m, _)| m == configured).map_or(0, |(_, n)| *n);
+    let old_flags: Vec<String> = others.iter().map(|(m, _)| flags_for(m)).collect();
+    bail!(
+        "the store in {dir} holds vectors from another embedder than the configured one.\n  \
+         configured embedder: {configured} ({mine} vector{mine_s} so far)\n  \
+         in the store:        {listed}\n\
+         Vectors of different embedders cannot be compared, so spine will not start. Either:\n  \
+         - re-embed every record with the new embedder (batched, resumable, safe while an \
+         old server runs):\n      spine reindex --data-dir {dir} {flags}\n  \
+         - or start spine with the embedder the data was written with: {old}",
+        dir = data_dir.display(),
+        mine_s = plural(mine),
+        listed = listed.join(", "),
+        flags = args.flags(),
+        old = old_flags.join(" or "),
+    );
+}
+
+fn plural(n: u64) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// The flags that select the embedder stamped `model_id`.
+fn flags_for(model_id: &str) -> String {
+    if model_id == MODEL_ID {
+        "--embedder builtin".to_owned()
+    } else if let Some(model) = model_id.strip_prefix("openai:") {
+        format!("--embedder openai --embed-url <its server> --embed-model {model}")
+    } else {
+        format!("the embedder `{model_id}`")
+    }
+}
+
+/// What `spine reindex` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReindexSummary {
+    /// Records whose vector was (re)computed.
+    pub reembedded: u64,
+    /// Records deleted between being read and being written.
+    pub vanished: u64,
+    /// The embedder stamps in the store afterwards, with counts.
+    pub models: Vec<(String, u64)>,
+}
+
+/// How progress is shown: a bar on a terminal, plain lines (at most one a second)
+/// otherwise.
+enum Progress {
+    Bar(ProgressBar),
+    Lines { last: Instant, total: u64, done: u64 },
+}
+
+impl Progress {
+    fn new(total: u64) -> Self {
+        if std::io::stderr().is_terminal() {
+            let bar = ProgressBar::new(total);
+            if let Ok(style) = ProgressStyle::with_template(
+                "re-embedding {wide_bar} {pos}/{len} records ({rate}, eta {eta})",
+            ) {
+                bar.set_style(style.with_key(
+                    "rate",
+                    |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{:.0}/s", s.per_sec());
+                    },
+                ));
+            }
+            Progress::Bar(bar)
+        } else {
+            eprintln!("reindex: {total} record{} to re-embed", plural(total));
+            Progress::Lines { last: Instant::now(), total, done: 0 }
+        }
+    }
+
+    fn advance(&mut self, n: u64) {
+        match self {
+            Progress::Bar(bar) => {
+                bar.inc(n);
+                if bar.position() > bar.length().unwrap_or(0) {
+                    bar.set_length(bar.position());
+                }
+            }
+            Progress::Lines { last, total, done } => {
+                *done += n;
+                *total = (*total).max(*done);
+                if last.elapsed() >= Duration::from_secs(1) {
+                    eprintln!("reindex: {done}/{total} records re-embedded");
+                    *last = Instant::now();
+                }
+            }
+        }
+    }
+
+    fn finish(self) {
+        match self {
+            Progress::Bar(bar) => bar.finish_and_clear(),
+            Progress::Lines { done, total, .. } => {
+                eprintln!("reindex: {done}/{total} records re-embedded")
+            }
+        }
+    }
+}
+
+/// Re-embeds, `batch` at a time, every record whose vector is missing or stamped with
+/// another embedder than `embedder`. Each batch is written as it completes, so an
+/// interrupted run loses at most one batch and the next run continues with what is left.
+/// Records written behind the cursor while it runs (by a server on the same directory) are
+/// caught by a final pass from the start. Blocking: call from a blocking thread.
+pub fn reindex(store: &dyn Store, embedder: &dyn Embedder, batch: usize) -> Result<ReindexSummary> {
+    let model = embedder.model_id();
+    let batch = batch.max(1);
+    let before = store.embedder_models()?;
+    // Records without any vector are not counted here (they do not occur in practice);
+    // the progress total grows if it meets some.
+    let total: u64 = before.iter().filter(|(m, _)| m != model).map(|(_, n)| n).sum();
+    let mut progress = Progress::new(total);
+    let (mut reembedded, mut vanished) = (0u64, 0u64);
+    let mut after: Option<RecordId> = None;
+    loop {
+        let page = store.needing_embedding(model, after, batch)?;
+        let Some(last) = page.last().map(|(id, _)| *id) else {
+            if after.is_none() {
+                break;
+            }
+            after = None;
+            continue;
+        };
+        let texts: Vec<&str> = page.iter().map(|(_, content)| content.as_str()).collect();
+        let vectors = embedder.embed(&texts).with_context(|| {
+            format!(
+                "embedding failed after {reembedded} record{} were re-embedded; \
+                 run `spine reindex` again to continue where it stopped",
+                plural(reembedded)
+            )
+        })?;
+        if vectors.len() != page.len() {
+            bail!("the embedder returned {} vectors for {} texts", vectors.len(), page.len());
+        }
+        for ((id, _), vector) in page.iter().zip(&vectors) {
+            if store.set_vector(id, Embedding { model, vector })? {
+                reembedded += 1;
+            } else {
+                vanished += 1;
+            }
+        }
+        progress.advance(page.len() as u64);
+        after = Some(last);
+    }
+    progress.finish();
+    Ok(ReindexSummary { reembedded, vanished, models: store.embedder_models()? })
+}
+
+/// `spine reindex`: opens the store in `data_dir` and re-embeds it with the configured
+/// embedder, printing a summary on stdout.
+pub fn reindex_command(
+    data_dir: &Path,
+    model_dir: &Path,
+    args: &EmbedderArgs,
+    batch: usize,
+) -> Result<()> {
+    let store = SqliteStore::open(data_dir)
+        .with_context(|| format!("opening the store in {}", data_dir.display()))?;
+    let embedder = build(args, model_dir)?;
+    let started = Instant::now();
+    let summary = reindex(&store, embedder.as_ref(), batch)?;
+    let secs = started.elapsed().as_secs_f64();
+    let n = summary.reembedded;
+    if n == 0 && summary.vanished == 0 {
+        println!("nothing to re-embed: every record already has a {} vector", embedder.model_id());
+    } else {
+        println!(
+            "re-embedded {n} record{} with {} in {secs:.1} s ({:.0} records/s)",
+            plural(n),
+            embedder.model_id(),
+            n as f64 / secs.max(1e-3)
+        );
+    }
+    if summary.vanished > 0 {
+        println!("{} record(s) were deleted while reindexing", summary.vanished);
+    }
+    let stamps: Vec<String> = summary.models.iter().map(|(m, c)| format!("{m}: {c}")).collect();
+    println!("vectors in the store by embedder: {}", stamps.join(", "));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn openai(key: Option<&str>) -> EmbedderArgs {
+        EmbedderArgs {
+            embedder: EmbedderKind::Openai,
+            embed_url: Some("http://localhost:11434".into()),
+            embed_model: Some("nomic-embed-text".into()),
+            embed_api_key: key.map(String::from),
+            embed_dims: Some(768),
+        }
+    }
+
+    #[test]
+    fn suggested_flags_reselect_the_embedder_without_the_key() {
+        let shown = openai(Some("sk-secret")).flags();
+        assert_eq!(
+            shown,
+            "--embedder openai --embed-url http://localhost:11434 --embed-model nomic-embed-text \
+             --embed-dims 768 (and the same SPINE_EMBED_API_KEY)"
+        );
+        assert!(!shown.contains("sk-secret"));
+        let builtin = EmbedderArgs { embedder: EmbedderKind::Builtin, ..openai(None) };
+        assert_eq!(builtin.flags(), "--embedder builtin");
+    }
+
+    #[test]
+    fn old_identities_map_back_to_flags() {
+        assert_eq!(flags_for(MODEL_ID), "--embedder builtin");
+        assert_eq!(
+            flags_for("openai:bge-m3"),
+            "--embedder openai --embed-url <its server> --embed-model bge-m3"
+        );
+        assert_eq!(flags_for("future:x"), "the embedder `future:x`");
+    }
+
+    #[test]
+    fn openai_needs_url_and_model() {
+        let args = EmbedderArgs { embed_url: None, ..openai(None) };
+        let e = build(&args, Path::new("/nonexistent")).err().expect("refused").to_string();
+        assert!(e.contains("--embed-url") && e.contains("--embed-model"), "{e}");
+        let ok = build(&openai(None), Path::new("/nonexistent")).expect("no model files needed");
+        assert_eq!((ok.model_id(), ok.dims()), ("openai:nomic-embed-text", 768));
     }
 }

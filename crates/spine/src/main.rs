@@ -17,6 +17,7 @@ use spine_core::{Limits, SystemClock};
 use spine_server::auth::{OidcConfig, Verifier};
 use spine_server::{HttpOptions, Identity, SpineMcp, http_router};
 use spine_service::Service;
+use spine_service::rerank::{HttpReranker, RerankConfig};
 use spine_store::SqliteStore;
 
 /// Spine: a memory service for software agents, over MCP.
@@ -50,6 +51,8 @@ struct Common {
     /// Token claim whose value owns the records a caller writes.
     #[arg(long, global = true, env = "SPINE_OWNER_CLAIM", default_value = "email")]
     owner_claim: String,
+    #[command(flatten)]
+    embedder: embedder::EmbedderArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -69,6 +72,17 @@ enum Command {
         /// scheme://host[:port]); requests from other origins are refused.
         #[arg(long = "allowed-origin", env = "SPINE_ALLOWED_ORIGINS", value_delimiter = ',')]
         allowed_origins: Vec<String>,
+    },
+    /// Re-embed records whose vector is missing or from another embedder.
+    ///
+    /// Run it after changing --embedder or --embed-model, with the new flags. Batched and
+    /// resumable (run it again to continue); safe while a server runs on the same data
+    /// directory.
+    Reindex {
+        /// Records read, embedded and written per batch (an HTTP embedder sends at most 64
+        /// texts per request).
+        #[arg(long, default_value_t = 64)]
+        batch: usize,
     },
 }
 
@@ -91,12 +105,19 @@ fn build_service(common: &Common) -> Result<Service> {
     }
     let limits = Limits::from_env().map_err(anyhow::Error::msg)?;
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
-    let embedder = embedder::BackgroundEmbedder::start(&model_dir)?;
+    let embedder = embedder::build(&common.embedder, &model_dir)?;
     let data_dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
     let store = SqliteStore::open(&data_dir)
         .with_context(|| format!("opening the store in {}", data_dir.display()))?;
+    embedder::check_identity(&store, embedder.as_ref(), &common.embedder, &data_dir)?;
     tracing::info!(db = %store.path().display(), model = %model_dir.display(), "store open");
-    Ok(Service::new(Arc::new(store), Arc::new(embedder), Arc::new(SystemClock), limits))
+    let mut service = Service::new(Arc::new(store), embedder, Arc::new(SystemClock), limits);
+    if let Some(config) = RerankConfig::from_env().map_err(anyhow::Error::msg)? {
+        tracing::info!(url = %config.url, model = ?config.model, "reranking search results (SPINE_SEARCH_RANKER=jev)");
+        let reranker = HttpReranker::new(config).context("setting up the reranker")?;
+        service = service.with_reranker(Arc::new(reranker));
+    }
+    Ok(service)
 }
 
 /// The token verifier when OIDC is configured.
@@ -175,6 +196,21 @@ async fn main() -> Result<()> {
                 })
                 .await
                 .context("serving HTTP")?;
+        }
+        Command::Reindex { batch } => {
+            if cli.common.database_url.is_some() {
+                bail!("spine reindex works on the embedded store only (omit --database-url)");
+            }
+            let data_dir = cli.common.data_dir.clone().unwrap_or_else(default_data_dir);
+            let model_dir =
+                cli.common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
+            let args = cli.common.embedder.clone();
+            // Embedding blocks (HTTP or inference): keep it off the async runtime.
+            tokio::task::spawn_blocking(move || {
+                embedder::reindex_command(&data_dir, &model_dir, &args, batch)
+            })
+            .await
+            .context("the reindex thread panicked")??;
         }
     }
     Ok(())

@@ -9,7 +9,7 @@ use std::process::Stdio;
 
 use rmcp::ServiceExt;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Value, json};
 use spine_testkit::TestIssuer;
 use tempfile::TempDir;
@@ -445,14 +445,13 @@ async fn stdio_with_token(
     extra: &[&str],
 ) -> Client {
     let iss = issuer.issuer();
-    let transport = TokioChildProcess::new(tokio::process::Command::new(SPINE).configure(|c| {
-        c.args(["mcp", "--oidc-issuer", &iss, "--oidc-audience", AUDIENCE, "--data-dir"])
-            .arg(dir)
-            .args(extra)
-            .env("SPINE_TOKEN", token)
-            .stderr(Stdio::null());
-    }))
-    .expect("spawn spine mcp");
+    let mut cmd = tokio::process::Command::new(SPINE);
+    cmd.args(["mcp", "--oidc-issuer", &iss, "--oidc-audience", AUDIENCE, "--data-dir"])
+        .arg(dir)
+        .args(extra)
+        .env("SPINE_TOKEN", token);
+    let (transport, _) =
+        TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().expect("spawn spine mcp");
     ().serve(transport).await.expect("initialize over stdio")
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -17,10 +17,11 @@ pub const SPINE: &str = env!("CARGO_BIN_EXE_spine");
 pub type Client = RunningService<RoleClient, ()>;
 
 pub async fn stdio_client(data: &std::path::Path) -> Client {
-    let transport = TokioChildProcess::new(tokio::process::Command::new(SPINE).configure(|c| {
-        c.arg("mcp").arg("--data-dir").arg(data).stderr(Stdio::null());
-    }))
-    .expect("spawn spine mcp");
+    let mut cmd = tokio::process::Command::new(SPINE);
+    cmd.arg("mcp").arg("--data-dir").arg(data);
+    // The builder, unlike `new`, lets the server's logs go somewhere other than the test's.
+    let (transport, _) =
+        TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().expect("spawn spine mcp");
     ().serve(transport).await.expect("initialize over stdio")
 }
 

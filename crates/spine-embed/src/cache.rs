@@ -1,0 +1,208 @@
+//! An LRU cache of query embeddings in front of any [`Embedder`].
+//!
+//! Agents repeat queries (the same question at every session start, the same search after
+//! each edit), and a query embedding costs a forward pass or an HTTP round trip. Only
+//! single-text calls are cached: that is how the service embeds a query, while batch calls
+//! (imports, `spine reindex`) would only flush the cache with texts nobody asks for twice.
+
+use std::num::NonZeroUsize;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use lru::LruCache;
+
+use crate::{EmbedError, Embedder};
+
+/// Entries a [`CachedEmbedder`] keeps unless told otherwise (about 1.6 MB of 384-dim vectors).
+pub const DEFAULT_CACHE_CAPACITY: usize = 1024;
+
+/// Hit and miss counts of a [`CachedEmbedder`] since it was built.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Single-text calls answered from the cache.
+    pub hits: u64,
+    /// Single-text calls that went to the wrapped embedder.
+    pub misses: u64,
+}
+
+/// Wraps an embedder with an LRU cache of single-text embeddings, keyed by the exact text.
+///
+/// Invariant: a cached vector is exactly what the wrapped embedder returned for that text,
+/// so caching never changes a result. The cache belongs to one embedder, whose identity
+/// does not change, so the text alone is the key.
+pub struct CachedEmbedder<E: Embedder> {
+    inner: E,
+    /// `None` when the capacity is 0 (caching off).
+    cache: Option<Mutex<LruCache<String, Vec<f32>>>>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl<E: Embedder> CachedEmbedder<E> {
+    /// A cache of [`DEFAULT_CACHE_CAPACITY`] entries in front of `inner`.
+    pub fn new(inner: E) -> Self {
+        Self::with_capacity(inner, DEFAULT_CACHE_CAPACITY)
+    }
+
+    /// A cache of `capacity` entries in front of `inner`; 0 turns caching off.
+    pub fn with_capacity(inner: E, capacity: usize) -> Self {
+        CachedEmbedder {
+            inner,
+            cache: NonZeroUsize::new(capacity).map(|c| Mutex::new(LruCache::new(c))),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// The wrapped embedder.
+    pub fn inner(&self) -> &E {
+        &self.inner
+    }
+
+    /// Hits and misses so far.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+        }
+    }
+
+    fn lock(
+        cache: &Mutex<LruCache<String, Vec<f32>>>,
+    ) -> std::sync::MutexGuard<'_, LruCache<String, Vec<f32>>> {
+        // The cache holds only finished vectors; a panic elsewhere cannot leave it torn.
+        cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl<E: Embedder> std::fmt::Debug for CachedEmbedder<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedEmbedder")
+            .field("model_id", &self.inner.model_id())
+            .field("capacity", &self.cache.as_ref().map(|c| Self::lock(c).cap().get()))
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<E: Embedder> Embedder for CachedEmbedder<E> {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn dims(&self) -> usize {
+        self.inner.dims()
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let (Some(cache), [text]) = (&self.cache, texts) else {
+            return self.inner.embed(texts);
+        };
+        if let Some(v) = Self::lock(cache).get(*text) {
+            self.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(vec![v.clone()]);
+        }
+        self.misses.fetch_add(1, Ordering::Relaxed);
+        // The lock is not held while embedding: two threads missing on the same text both
+        // compute it, which is cheaper than serialising every query behind one model call.
+        let vectors = self.inner.embed(texts)?;
+        if let [v] = vectors.as_slice() {
+            Self::lock(cache).put((*text).to_owned(), v.clone());
+        }
+        Ok(vectors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    /// Counts calls; the vector is the text's length, so results are checkable.
+    #[derive(Default)]
+    struct Counting {
+        calls: AtomicUsize,
+    }
+
+    impl Embedder for Counting {
+        fn model_id(&self) -> &str {
+            "test:counting"
+        }
+        fn dims(&self) -> usize {
+            1
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            if texts.contains(&"fail") {
+                return Err(EmbedError::Inference("asked to fail".into()));
+            }
+            Ok(texts.iter().map(|t| vec![t.len() as f32]).collect())
+        }
+    }
+
+    fn calls(c: &CachedEmbedder<Counting>) -> usize {
+        c.inner().calls.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn a_repeated_query_is_a_hit_and_skips_the_embedder() {
+        let c = CachedEmbedder::new(Counting::default());
+        assert_eq!(c.embed(&["where are the tests?"]).unwrap(), [[20.0]]);
+        assert_eq!(c.embed(&["where are the tests?"]).unwrap(), [[20.0]]);
+        assert_eq!(calls(&c), 1);
+        assert_eq!(c.stats(), CacheStats { hits: 1, misses: 1 });
+        assert_eq!((c.model_id(), c.dims()), ("test:counting", 1));
+    }
+
+    #[test]
+    fn batch_calls_pass_through_and_are_not_cached() {
+        let c = CachedEmbedder::new(Counting::default());
+        assert_eq!(c.embed(&["a", "bb"]).unwrap(), [[1.0], [2.0]]);
+        c.embed(&["a", "bb"]).unwrap();
+        assert_eq!(calls(&c), 2);
+        c.embed(&["a"]).unwrap();
+        assert_eq!(calls(&c), 3, "the batch did not fill the cache");
+        assert!(c.embed(&[]).unwrap().is_empty());
+        assert_eq!(c.stats(), CacheStats { hits: 0, misses: 1 });
+    }
+
+    #[test]
+    fn least_recently_used_entry_is_evicted() {
+        let c = CachedEmbedder::with_capacity(Counting::default(), 2);
+        c.embed(&["a"]).unwrap();
+        c.embed(&["b"]).unwrap();
+        c.embed(&["a"]).unwrap(); // hit: "b" is now the least recently used
+        c.embed(&["c"]).unwrap(); // evicts "b"
+        assert_eq!(calls(&c), 3);
+        c.embed(&["a"]).unwrap();
+        assert_eq!(calls(&c), 3, "a stayed");
+        c.embed(&["b"]).unwrap();
+        assert_eq!(calls(&c), 4, "b was evicted");
+    }
+
+    #[test]
+    fn errors_are_not_cached() {
+        let c = CachedEmbedder::new(Counting::default());
+        assert!(c.embed(&["fail"]).is_err());
+        assert!(c.embed(&["fail"]).is_err());
+        assert_eq!(calls(&c), 2);
+    }
+
+    #[test]
+    fn capacity_zero_turns_caching_off() {
+        let c = CachedEmbedder::with_capacity(Counting::default(), 0);
+        c.embed(&["a"]).unwrap();
+        c.embed(&["a"]).unwrap();
+        assert_eq!(calls(&c), 2);
+    }
+
+    #[test]
+    fn keys_are_exact_text() {
+        let c = CachedEmbedder::new(Counting::default());
+        c.embed(&["Query"]).unwrap();
+        c.embed(&["query"]).unwrap();
+        c.embed(&["query "]).unwrap();
+        assert_eq!(calls(&c), 3);
+    }
+}

@@ -1,0 +1,455 @@
+//! An [`Embedder`] that calls an OpenAI-compatible `POST /v1/embeddings` endpoint.
+//!
+//! The wire protocol is the one OpenAI published and that Ollama, vLLM, Hugging Face TEI,
+//! LM Studio, LocalAI and most gateways serve: the request is `{"model", "input": [texts]}`,
+//! the answer `{"data": [{"index", "embedding": [floats]}]}`, in any order (the `index`
+//! says which input a vector belongs to).
+//!
+//! Blocking on purpose: the service calls embedders from blocking threads (SQLite and
+//! inference run off the async reactor), so a blocking client keeps the trait synchronous.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{EmbedError, Embedder};
+
+/// Settings of an [`OpenAiEmbedder`]. `Debug` never shows the API key.
+#[derive(Clone)]
+pub struct OpenAiConfig {
+    /// Server address, e.g. `http://localhost:11434` or `https://api.example.com/v1`: a
+    /// trailing `/v1` (or `/v1/embeddings`) is accepted and not doubled.
+    pub base_url: String,
+    /// Model name sent with every request; the embedder's identity is `openai:<model>`.
+    pub model: String,
+    /// Sent as `Authorization: Bearer <key>` when set.
+    pub api_key: Option<String>,
+    /// Expected vector length. When set, any other length is an error; when not, the first
+    /// answer fixes it for the life of the embedder. It is a check only: it is not sent to
+    /// the server (not every server accepts OpenAI's `dimensions` parameter).
+    pub dims: Option<usize>,
+    /// Texts per request (at least 1).
+    pub batch_size: usize,
+    /// Limit on one request, connection included.
+    pub timeout: Duration,
+    /// Extra attempts after a transient failure: a connection error, a timeout, HTTP 429 or
+    /// 5xx. Other 4xx answers are never retried: the same request would fail again.
+    pub retries: u32,
+    /// Wait before the first retry, doubled at each further retry. A `Retry-After` header
+    /// (seconds) on a 429 or 5xx answer is honoured when longer; no wait exceeds 30 s.
+    pub backoff: Duration,
+}
+
+/// Longest wait between two attempts, whatever the server asks for.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+impl OpenAiConfig {
+    /// Settings with the defaults: no key, dims learned, 64 texts per request, 30 s
+    /// timeout, 3 retries starting at 250 ms.
+    pub fn new(base_url: impl Into<String>, model: impl Into<String>) -> Self {
+        OpenAiConfig {
+            base_url: base_url.into(),
+            model: model.into(),
+            api_key: None,
+            dims: None,
+            batch_size: 64,
+            timeout: Duration::from_secs(30),
+            retries: 3,
+            backoff: Duration::from_millis(250),
+        }
+    }
+}
+
+impl std::fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("dims", &self.dims)
+            .field("batch_size", &self.batch_size)
+            .field("timeout", &self.timeout)
+            .field("retries", &self.retries)
+            .field("backoff", &self.backoff)
+            .finish()
+    }
+}
+
+/// The endpoint for a base URL: `{base}/v1/embeddings`, without doubling a `/v1` (or the
+/// whole path) the operator already wrote.
+fn embeddings_url(base: &str) -> String {
+    let base = base.trim().trim_end_matches('/');
+    if base.ends_with("/embeddings") {
+        base.to_owned()
+    } else if base.ends_with("/v1") {
+        format!("{base}/embeddings")
+    } else {
+        format!("{base}/v1/embeddings")
+    }
+}
+
+/// An OpenAI-compatible embedding provider.
+///
+/// Invariant: every vector it returns has the same length (the configured `dims`, or the
+/// length of the first vector it received) and unit L2 norm (a zero vector stays zero).
+/// `Send + Sync`: share one behind an `Arc`.
+pub struct OpenAiEmbedder {
+    client: reqwest::blocking::Client,
+    url: String,
+    config: OpenAiConfig,
+    model_id: String,
+    /// Vector length once known; 0 before the first answer when not configured.
+    dims: AtomicUsize,
+}
+
+impl std::fmt::Debug for OpenAiEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiEmbedder")
+            .field("url", &self.url)
+            .field("model_id", &self.model_id)
+            .field("dims", &self.dims.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Serialize)]
+struct Request<'a> {
+    model: &'a str,
+    input: &'a [&'a str],
+}
+
+#[derive(Deserialize)]
+struct Response {
+    data: Vec<Datum>,
+}
+
+#[derive(Deserialize)]
+struct Datum {
+    /// Which input this vector belongs to; a few servers omit it and answer in order.
+    #[serde(default)]
+    index: Option<usize>,
+    embedding: Vec<f32>,
+}
+
+/// How one attempt failed.
+enum Failure {
+    /// Worth another attempt, after at least this long (from `Retry-After`), if given.
+    Transient(String, Option<Duration>),
+    /// The same request would fail again.
+    Permanent(String),
+}
+
+impl OpenAiEmbedder {
+    /// Builds the embedder; no request is made until the first [`Embedder::embed`]. Safe to
+    /// call from inside an async runtime (the blocking client is built on its own thread).
+    pub fn new(config: OpenAiConfig) -> Result<Self, EmbedError> {
+        if config.base_url.trim().is_empty() {
+            return Err(EmbedError::Provider("the embedding server URL is empty".into()));
+        }
+        if config.model.trim().is_empty() {
+            return Err(EmbedError::Provider("the embedding model name is empty".into()));
+        }
+        if config.dims == Some(0) {
+            return Err(EmbedError::Provider("the configured dimensions must be above 0".into()));
+        }
+        let url = embeddings_url(&config.base_url);
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(EmbedError::Provider(format!(
+                "the embedding server URL must start with http:// or https:// (got {url})"
+            )));
+        }
+        let timeout = config.timeout;
+        // reqwest's blocking client runs its own runtime thread and refuses to be built on a
+        // thread that is already inside a tokio runtime, which `spine`'s main thread is.
+        let client = std::thread::scope(|s| {
+            s.spawn(|| reqwest::blocking::Client::builder().timeout(timeout).build())
+                .join()
+                .map_err(|_| EmbedError::Provider("building the HTTP client panicked".into()))
+        })?
+        .map_err(|e| EmbedError::Provider(format!("cannot build the HTTP client: {e}")))?;
+        Ok(OpenAiEmbedder {
+            client,
+            url,
+            model_id: format!("openai:{}", config.model),
+            dims: AtomicUsize::new(config.dims.unwrap_or(0)),
+            config: OpenAiConfig { batch_size: config.batch_size.max(1), ..config },
+        })
+    }
+
+    /// The full endpoint requests go to (`…/v1/embeddings`).
+    pub fn endpoint(&self) -> &str {
+        &self.url
+    }
+
+    /// One request with retries; the vectors in input order, checked and normalised.
+    fn embed_chunk(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut attempt = 0u32;
+        loop {
+            let failure = match self.attempt(texts) {
+                Ok(vectors) => return self.check(texts.len(), vectors),
+                Err(f) => f,
+            };
+            match failure {
+                Failure::Permanent(msg) => return Err(EmbedError::Provider(msg)),
+                Failure::Transient(msg, _) if attempt >= self.config.retries => {
+                    let tries = attempt + 1;
+                    return Err(EmbedError::Provider(format!(
+                        "{msg} (gave up after {tries} attempt{})",
+                        if tries == 1 { "" } else { "s" }
+                    )));
+                }
+                Failure::Transient(msg, retry_after) => {
+                    let doubled = self.config.backoff.saturating_mul(1 << attempt.min(16));
+                    let wait = retry_after.map_or(doubled, |r| r.max(doubled)).min(MAX_BACKOFF);
+                    attempt += 1;
+                    tracing::warn!(
+                        error = %msg,
+                        attempt,
+                        wait_ms = wait.as_millis() as u64,
+                        "embedding request failed; retrying"
+                    );
+                    std::thread::sleep(wait);
+                }
+            }
+        }
+    }
+
+    /// One HTTP exchange: vectors in input order, not yet checked for length.
+    fn attempt(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Failure> {
+        let mut request =
+            self.client.post(&self.url).json(&Request { model: &self.config.model, input: texts });
+        if let Some(key) = &self.config.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().map_err(|e| self.transport_failure(e))?;
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let body = response.bytes().map_err(|e| self.transport_failure(e))?;
+        if !status.is_success() {
+            let msg = format!(
+                "{} answered HTTP {status}: {}",
+                self.url,
+                snippet(&String::from_utf8_lossy(&body))
+            );
+            return Err(if status.as_u16() == 429 || status.is_server_error() {
+                Failure::Transient(msg, retry_after)
+            } else {
+                Failure::Permanent(msg)
+            });
+        }
+        let parsed: Response = serde_json::from_slice(&body).map_err(|e| {
+            Failure::Permanent(format!(
+                "{} answered with an unexpected body ({e}): {}",
+                self.url,
+                snippet(&String::from_utf8_lossy(&body))
+            ))
+        })?;
+        order(texts.len(), parsed.data)
+            .map_err(|m| Failure::Permanent(format!("{} answered {m}", self.url)))
+    }
+
+    fn transport_failure(&self, e: reqwest::Error) -> Failure {
+        let what = if e.is_timeout() {
+            format!("timed out after {:?}", self.config.timeout)
+        } else if e.is_connect() {
+            "could not connect".to_owned()
+        } else {
+            "the request failed".to_owned()
+        };
+        // Anything on the wire (connect, timeout, a connection closed mid-answer) may pass;
+        // a request that could not even be built will not.
+        let msg = format!("{}: {what}: {}", self.url, error_chain(&e));
+        if e.is_builder() { Failure::Permanent(msg) } else { Failure::Transient(msg, None) }
+    }
+
+    /// The contract of every embedder: all vectors of one length, finite, L2-normalised
+    /// (one vector per text is already ensured by [`order`]).
+    fn check(&self, n: usize, mut vectors: Vec<Vec<f32>>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        debug_assert_eq!(vectors.len(), n);
+        for v in &mut vectors {
+            if v.is_empty() {
+                return Err(EmbedError::Provider(format!("{} returned an empty vector", self.url)));
+            }
+            let expected =
+                match self.dims.compare_exchange(0, v.len(), Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => v.len(),
+                    Err(known) => known,
+                };
+            if v.len() != expected {
+                let why = if self.config.dims.is_some() { "configured" } else { "established" };
+                return Err(EmbedError::Provider(format!(
+                    "{} returned a vector of {} dimensions for model {}, but {expected} were \
+                     {why}; check the model name and --embed-dims",
+                    self.url,
+                    v.len(),
+                    self.config.model
+                )));
+            }
+            if v.iter().any(|x| !x.is_finite()) {
+                return Err(EmbedError::Provider(format!(
+                    "{} returned a vector with a non-finite value",
+                    self.url
+                )));
+            }
+            normalise(v);
+        }
+        Ok(vectors)
+    }
+}
+
+/// Puts the answer's vectors in input order by their `index`; every input must be answered
+/// exactly once.
+fn order(n: usize, data: Vec<Datum>) -> Result<Vec<Vec<f32>>, String> {
+    if data.len() != n {
+        return Err(format!("{} vectors for {n} texts", data.len()));
+    }
+    let mut slots: Vec<Option<Vec<f32>>> = vec![None; n];
+    for (position, d) in data.into_iter().enumerate() {
+        let i = d.index.unwrap_or(position);
+        match slots.get_mut(i) {
+            Some(slot @ None) => *slot = Some(d.embedding),
+            Some(Some(_)) => return Err(format!("index {i} twice")),
+            None => return Err(format!("index {i} for {n} texts")),
+        }
+    }
+    // Every slot is filled: n distinct in-range indexes for n slots.
+    Ok(slots.into_iter().flatten().collect())
+}
+
+/// Scales `v` to unit length; a zero vector is left as it is (cosine treats it as 0).
+fn normalise(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
+}
+
+/// The first 300 characters of a body, on one line, for error messages.
+fn snippet(body: &str) -> String {
+    let one_line: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut s: String = one_line.chars().take(300).collect();
+    if s.len() < one_line.len() {
+        s.push('…');
+    }
+    if s.is_empty() { "(empty body)".into() } else { s }
+}
+
+/// An error with its sources ("error sending request: connection refused").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(inner) = source {
+        let text = inner.to_string();
+        if !s.contains(&text) {
+            s.push_str(": ");
+            s.push_str(&text);
+        }
+        source = inner.source();
+    }
+    s
+}
+
+impl Embedder for OpenAiEmbedder {
+    /// `openai:<model>`: the protocol and the model name, whatever server answers (the same
+    /// model served by Ollama or vLLM gives the same vectors).
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    fn dims(&self) -> usize {
+        self.dims.load(Ordering::Acquire)
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let mut out = Vec::with_capacity(texts.len());
+        for chunk in texts.chunks(self.config.batch_size) {
+            out.extend(self.embed_chunk(chunk)?);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_gets_v1_embeddings_once() {
+        for base in [
+            "http://h:1",
+            "http://h:1/",
+            "http://h:1/v1",
+            "http://h:1/v1/",
+            "http://h:1/v1/embeddings",
+            " http://h:1/v1 ",
+        ] {
+            assert_eq!(embeddings_url(base), "http://h:1/v1/embeddings", "{base}");
+        }
+        assert_eq!(embeddings_url("https://g/openai/v1"), "https://g/openai/v1/embeddings");
+        assert_eq!(embeddings_url("https://g/openai"), "https://g/openai/v1/embeddings");
+    }
+
+    #[test]
+    fn order_follows_index_and_rejects_gaps_and_repeats() {
+        let d = |index: Option<usize>, x: f32| Datum { index, embedding: vec![x] };
+        let v = order(3, vec![d(Some(2), 2.0), d(Some(0), 0.0), d(Some(1), 1.0)]).unwrap();
+        assert_eq!(v, [[0.0], [1.0], [2.0]]);
+        let v = order(2, vec![d(None, 0.0), d(None, 1.0)]).unwrap();
+        assert_eq!(v, [[0.0], [1.0]]);
+        assert!(order(2, vec![d(Some(0), 0.0), d(Some(0), 1.0)]).unwrap_err().contains("twice"));
+        assert!(order(2, vec![d(Some(0), 0.0), d(Some(5), 1.0)]).unwrap_err().contains("index 5"));
+        assert!(order(2, vec![d(Some(0), 0.0)]).unwrap_err().contains("1 vectors for 2"));
+    }
+
+    #[test]
+    fn normalise_gives_unit_length_and_keeps_zero() {
+        let mut v = vec![3.0, 4.0];
+        normalise(&mut v);
+        assert_eq!(v, [0.6, 0.8]);
+        let mut z = vec![0.0, 0.0];
+        normalise(&mut z);
+        assert_eq!(z, [0.0, 0.0]);
+    }
+
+    #[test]
+    fn debug_never_shows_the_key() {
+        let mut c = OpenAiConfig::new("http://h", "m");
+        c.api_key = Some("sk-secret".into());
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("sk-secret") && shown.contains("redacted"), "{shown}");
+        let e = OpenAiEmbedder::new(c).unwrap();
+        assert!(!format!("{e:?}").contains("sk-secret"));
+        assert_eq!(e.model_id(), "openai:m");
+        assert_eq!(e.dims(), 0);
+    }
+
+    #[test]
+    fn bad_settings_are_rejected_up_front() {
+        for (url, model, dims) in [
+            ("", "m", None),
+            ("http://h", " ", None),
+            ("http://h", "m", Some(0)),
+            ("h:1", "m", None),
+        ] {
+            let c = OpenAiConfig { dims, ..OpenAiConfig::new(url, model) };
+            assert!(
+                matches!(OpenAiEmbedder::new(c), Err(EmbedError::Provider(_))),
+                "{url} {model}"
+            );
+        }
+    }
+
+    #[test]
+    fn snippet_is_short_and_on_one_line() {
+        assert_eq!(snippet(""), "(empty body)");
+        assert_eq!(snippet("a\n  b"), "a b");
+        let long = "x".repeat(1000);
+        assert_eq!(snippet(&long).chars().count(), 301);
+    }
+}

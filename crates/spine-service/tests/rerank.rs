@@ -1,0 +1,616 @@
+//! The reranker (SPEC search_memory rule 5, search_discovery, `relevance`) against a local
+//! provider speaking the HTTP rerank API over a loopback socket, the real store and the
+//! real model. The provider scores a document by the marker word it contains, so the
+//! expected order is exact: the default order, stably sorted by that probability.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+use spine_service::Service;
+use spine_service::rerank::{
+    DEFAULT_RERANK_TIMEOUT, HttpReranker, RerankConfig, RerankError, Reranker,
+};
+
+mod common;
+use common::*;
+
+const SCOPE: &str = "run1:project:spine";
+const DISC: &str = "discovery:repo:spine";
+const QUERY: &str = "how is the database connection pool configured";
+
+/// Contents in store order: most near the query carry no marker, so reranking moves them.
+const CONTENTS: [&str; 6] = [
+    "The database connection pool is configured with max_connections = 16 in config/db.toml.",
+    "Connection pool timeouts for the database are set to 30 seconds. SILVERMARK",
+    "We size the database pool per worker; see the pool configuration notes.",
+    "Release notes are written by hand before tagging a version. GOLDMARK",
+    "Database connection pool: reuse connections, never open one per request. GOLDMARK",
+    "The CI pipeline caches the cargo registry between runs.",
+];
+
+/// The provider's probability for a document.
+fn probability(doc: &str) -> f64 {
+    if doc.contains("GOLDMARK") {
+        0.9
+    } else if doc.contains("SILVERMARK") {
+        0.6
+    } else {
+        0.2
+    }
+}
+
+/// The provider's raw logit for a document (for the logits answer).
+fn logit(doc: &str) -> f64 {
+    if doc.contains("GOLDMARK") {
+        3.0
+    } else if doc.contains("SILVERMARK") {
+        0.5
+    } else {
+        -2.0
+    }
+}
+
+fn logistic(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+// ---------- the local provider ----------
+
+/// How the local provider answers `POST /rerank`.
+#[derive(Clone, Copy)]
+enum Answer {
+    /// TEI: `[{"index", "score"}]`, best first, read from `texts`.
+    Tei,
+    /// Cohere/Jina: `{"results": [{"index", "relevance_score"}]}`, best first, read from
+    /// `documents`.
+    Cohere,
+    /// TEI shape with raw logits.
+    Logits,
+    /// TEI shape, every document the same score.
+    Flat,
+    /// HTTP 500.
+    ServerError,
+    /// A cut-off JSON body with status 200.
+    Malformed,
+    /// TEI shape with the last result missing.
+    OneShort,
+    /// TEI shape after a delay.
+    Slow(Duration),
+}
+
+/// One request the provider received.
+struct Seen {
+    authorization: Option<String>,
+    body: Value,
+}
+
+struct Provider {
+    url: String,
+    seen: Arc<Mutex<Vec<Seen>>>,
+}
+
+impl Provider {
+    fn requests(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
+
+    fn last(&self) -> (Option<String>, Value) {
+        let seen = self.seen.lock().unwrap();
+        let s = seen.last().expect("the provider was called");
+        (s.authorization.clone(), s.body.clone())
+    }
+}
+
+type ProviderState = (Answer, Arc<Mutex<Vec<Seen>>>);
+
+/// Starts a provider on a loopback port, on a thread and runtime of its own.
+fn provider(answer: Answer) -> Provider {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let state: ProviderState = (answer, seen.clone());
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            let app = Router::new().route("/rerank", post(rerank)).with_state(state);
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    Provider { url, seen }
+}
+
+async fn rerank(
+    State((answer, seen)): State<ProviderState>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    let body: Value = serde_json::from_str(&body).unwrap();
+    let authorization = headers.get(AUTHORIZATION).map(|v| v.to_str().unwrap().to_owned());
+    seen.lock().unwrap().push(Seen { authorization, body: body.clone() });
+    let field = if matches!(answer, Answer::Cohere) { "documents" } else { "texts" };
+    let docs: Vec<String> =
+        body[field].as_array().unwrap().iter().map(|d| d.as_str().unwrap().to_owned()).collect();
+    let score = |d: &str| match answer {
+        Answer::Logits => logit(d),
+        Answer::Flat => 0.5,
+        _ => probability(d),
+    };
+    // Providers answer best first, not in input order.
+    let mut scored: Vec<(usize, f64)> =
+        docs.iter().enumerate().map(|(i, d)| (i, score(d))).collect();
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let tei = |scored: &[(usize, f64)]| {
+        axum::Json(scored.iter().map(|(i, s)| json!({"index": i, "score": s})).collect::<Vec<_>>())
+            .into_response()
+    };
+    match answer {
+        Answer::Tei | Answer::Logits | Answer::Flat => tei(&scored),
+        Answer::Cohere => axum::Json(json!({
+            "id": "r-1",
+            "results": scored
+                .iter()
+                .map(|(i, s)| json!({"index": i, "relevance_score": s}))
+                .collect::<Vec<_>>(),
+            "meta": {"billed_units": {"search_units": 1}},
+        }))
+        .into_response(),
+        Answer::ServerError => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "model not loaded").into_response()
+        }
+        Answer::Malformed => {
+            ([(CONTENT_TYPE, "application/json")], r#"{"results": [{"index": 0,"#).into_response()
+        }
+        Answer::OneShort => tei(&scored[..scored.len() - 1]),
+        Answer::Slow(d) => {
+            tokio::time::sleep(d).await;
+            tei(&scored)
+        }
+    }
+}
+
+// ---------- helpers ----------
+
+fn config(p: &Provider) -> RerankConfig {
+    RerankConfig::new(p.url.clone())
+}
+
+fn reranking(e: &Env, config: RerankConfig) -> Service {
+    e.service.clone().with_reranker(Arc::new(HttpReranker::new(config).unwrap()))
+}
+
+fn seed(e: &Env) {
+    for c in CONTENTS {
+        e.service
+            .store_memory(
+                &anon(),
+                args(json!({"content": c, "scope": SCOPE, "source": "user-said", "category": "decision"})),
+            )
+            .unwrap();
+    }
+}
+
+fn seed_discoveries(e: &Env) {
+    for c in CONTENTS {
+        e.service
+            .store_discovery(
+                &anon(),
+                args(json!({
+                    "content": c, "kind": "fact", "scope": DISC,
+                    "citations": [{"kind": "file", "ref": "config/db.toml"}],
+                })),
+            )
+            .unwrap();
+    }
+}
+
+fn search(s: &Service, k: u64) -> Value {
+    let a = json!({"query": QUERY, "scope": SCOPE, "k": k});
+    serde_json::to_value(s.search_memory(&anon(), args(a)).unwrap()).unwrap()
+}
+
+fn search_discovery(s: &Service) -> Value {
+    let a = json!({"query": QUERY, "scope": DISC});
+    serde_json::to_value(s.search_discovery(&anon(), args(a)).unwrap()).unwrap()
+}
+
+/// One hit: its content and `relevance` (None when absent).
+#[derive(Debug, Clone, PartialEq)]
+struct Hit {
+    content: String,
+    relevance: Option<f64>,
+}
+
+fn hits(v: &Value, key: &str) -> Vec<Hit> {
+    v[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| Hit {
+            content: m["content"].as_str().unwrap().to_owned(),
+            relevance: m.get("relevance").map(|r| r.as_f64().unwrap()),
+        })
+        .collect()
+}
+
+fn contents(h: &[Hit]) -> Vec<String> {
+    h.iter().map(|h| h.content.clone()).collect()
+}
+
+/// The default order stably sorted by `prob`, descending.
+fn expected(default: &[Hit], prob: impl Fn(&str) -> f64) -> Vec<String> {
+    let mut order = contents(default);
+    order.sort_by(|a, b| prob(b).total_cmp(&prob(a)));
+    order
+}
+
+/// Every hit carries `relevance` equal to `prob` of its content (within f32 precision).
+fn assert_relevance(h: &[Hit], prob: impl Fn(&str) -> f64) {
+    for hit in h {
+        let r = hit.relevance.unwrap_or_else(|| panic!("no relevance on {hit:?}"));
+        assert!((0.0..=1.0).contains(&r), "{hit:?}");
+        assert!((r - prob(&hit.content)).abs() < 1e-6, "{hit:?}");
+    }
+}
+
+fn assert_default_without_relevance(got: &[Hit], default: &[Hit]) {
+    assert_eq!(contents(got), contents(default));
+    assert!(got.iter().all(|h| h.relevance.is_none()), "{got:?}");
+}
+
+// ---------- search_memory ----------
+
+#[test]
+fn ranker_off_leaves_the_default_order_without_relevance() {
+    let e = env();
+    seed(&e);
+    let v = search(&e.service, 0);
+    assert_eq!(v["memories"].as_array().unwrap().len(), CONTENTS.len());
+    for m in v["memories"].as_array().unwrap() {
+        assert!(m.get("relevance").is_none(), "{m}");
+        assert!(m.get("score").is_some(), "{m}");
+    }
+}
+
+#[test]
+fn tei_answer_reorders_hits_by_probability_with_ties_in_default_order() {
+    let e = env();
+    seed(&e);
+    let default = hits(&search(&e.service, 0), "memories");
+    let want = expected(&default, probability);
+    assert_ne!(want, contents(&default), "the seed must be one reranking changes");
+
+    let p = provider(Answer::Tei);
+    let got = hits(&search(&reranking(&e, config(&p)), 0), "memories");
+    // No hit is filtered: the same records, reordered.
+    assert_eq!(contents(&got), want);
+    assert_relevance(&got, probability);
+    assert_eq!(p.requests(), 1);
+}
+
+#[test]
+fn cohere_answer_reorders_hits_the_same_way() {
+    let e = env();
+    seed(&e);
+    let default = hits(&search(&e.service, 0), "memories");
+    let p = provider(Answer::Cohere);
+    let got = hits(&search(&reranking(&e, config(&p)), 0), "memories");
+    assert_eq!(contents(&got), expected(&default, probability));
+    assert_relevance(&got, probability);
+}
+
+#[test]
+fn logits_are_mapped_with_the_logistic_function() {
+    let e = env();
+    seed(&e);
+    let default = hits(&search(&e.service, 0), "memories");
+    let p = provider(Answer::Logits);
+    let got = hits(&search(&reranking(&e, config(&p)), 0), "memories");
+    assert_eq!(contents(&got), expected(&default, logit));
+    assert_relevance(&got, |d| logistic(logit(d)));
+}
+
+#[test]
+fn equal_probabilities_keep_the_default_order() {
+    let e = env();
+    seed(&e);
+    let default = hits(&search(&e.service, 0), "memories");
+    let p = provider(Answer::Flat);
+    let got = hits(&search(&reranking(&e, config(&p)), 0), "memories");
+    assert_eq!(contents(&got), contents(&default));
+    assert_relevance(&got, |_| 0.5);
+}
+
+#[test]
+fn only_the_k_hits_of_the_default_order_are_reranked() {
+    let e = env();
+    seed(&e);
+    let default = hits(&search(&e.service, 3), "memories");
+    assert_eq!(default.len(), 3);
+    let p = provider(Answer::Tei);
+    let got = hits(&search(&reranking(&e, config(&p)), 3), "memories");
+    assert_eq!(contents(&got), expected(&default, probability));
+    let (_, body) = p.last();
+    let sent: Vec<&str> =
+        body["documents"].as_array().unwrap().iter().map(|d| d.as_str().unwrap()).collect();
+    assert_eq!(sent, contents(&default));
+}
+
+#[test]
+fn request_carries_query_documents_texts_model_and_bearer_key() {
+    let e = env();
+    seed(&e);
+    let default = hits(&search(&e.service, 0), "memories");
+    let p = provider(Answer::Tei);
+    let c = RerankConfig {
+        model: Some("BAAI/bge-reranker-base".into()),
+        api_key: Some("sekrit".into()),
+        ..config(&p)
+    };
+    search(&reranking(&e, c), 0);
+    let (authorization, body) = p.last();
+    assert_eq!(authorization.as_deref(), Some("Bearer sekrit"));
+    // The document is the record's content, in the default order.
+    let docs: Vec<Value> = contents(&default).into_iter().map(Value::from).collect();
+    assert_eq!(
+        body,
+        json!({
+            "query": QUERY,
+            "documents": docs,
+            "texts": docs,
+            "model": "BAAI/bge-reranker-base",
+            "top_n": CONTENTS.len(),
+            "return_documents": false,
+        })
+    );
+}
+
+#[test]
+fn request_without_key_or_model_sends_neither() {
+    let e = env();
+    seed(&e);
+    let p = provider(Answer::Tei);
+    search(&reranking(&e, config(&p)), 0);
+    let (authorization, body) = p.last();
+    assert_eq!(authorization, None);
+    assert!(body.get("model").is_none(), "{body}");
+}
+
+#[test]
+fn provider_failures_keep_the_default_order_without_relevance() {
+    let e = env();
+    seed(&e);
+    let default = hits(&search(&e.service, 0), "memories");
+    for answer in [Answer::ServerError, Answer::Malformed, Answer::OneShort] {
+        let p = provider(answer);
+        let got = hits(&search(&reranking(&e, config(&p)), 0), "memories");
+        assert_default_without_relevance(&got, &default);
+        assert_eq!(p.requests(), 1);
+    }
+}
+
+#[test]
+fn a_provider_slower_than_the_timeout_keeps_the_default_order() {
+    let e = env();
+    seed(&e);
+    let default = hits(&search(&e.service, 0), "memories");
+    let p = provider(Answer::Slow(Duration::from_secs(5)));
+    let c = RerankConfig { timeout: Duration::from_millis(300), ..config(&p) };
+    let service = reranking(&e, c);
+    let started = Instant::now();
+    let got = hits(&search(&service, 0), "memories");
+    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert_default_without_relevance(&got, &default);
+}
+
+#[test]
+fn an_unreachable_provider_keeps_the_default_order() {
+    let e = env();
+    seed(&e);
+    let default = hits(&search(&e.service, 0), "memories");
+    // A port nothing listens on: bind one, then free it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let got = hits(
+        &search(&reranking(&e, RerankConfig::new(format!("http://127.0.0.1:{port}"))), 0),
+        "memories",
+    );
+    assert_default_without_relevance(&got, &default);
+}
+
+/// A reranker that breaks the trait's contract.
+struct Broken(Vec<f32>);
+
+impl Reranker for Broken {
+    fn rerank(&self, _: &str, _: &[&str]) -> Result<Vec<f32>, RerankError> {
+        Ok(self.0.clone())
+    }
+}
+
+#[test]
+fn a_reranker_breaking_its_contract_keeps_the_default_order() {
+    let e = env();
+    seed(&e);
+    let default = hits(&search(&e.service, 0), "memories");
+    let n = CONTENTS.len();
+    for probs in [vec![0.5; n - 1], vec![0.5; n + 1], vec![1.5; n], vec![f32::NAN; n]] {
+        let service = e.service.clone().with_reranker(Arc::new(Broken(probs)));
+        let got = hits(&search(&service, 0), "memories");
+        assert_default_without_relevance(&got, &default);
+    }
+}
+
+#[test]
+fn no_hits_means_no_rerank_request() {
+    let e = env();
+    let p = provider(Answer::Tei);
+    let v = search(&reranking(&e, config(&p)), 0);
+    assert!(v["memories"].as_array().unwrap().is_empty());
+    assert_eq!(p.requests(), 0);
+}
+
+// ---------- search_discovery ----------
+
+#[test]
+fn search_discovery_reorders_the_vector_order_by_probability() {
+    let e = env();
+    seed_discoveries(&e);
+    let default = hits(&search_discovery(&e.service), "discoveries");
+    assert!(default.iter().all(|h| h.relevance.is_none()));
+    let want = expected(&default, probability);
+    assert_ne!(want, contents(&default));
+
+    let p = provider(Answer::Cohere);
+    let got = hits(&search_discovery(&reranking(&e, config(&p))), "discoveries");
+    assert_eq!(contents(&got), want);
+    assert_relevance(&got, probability);
+}
+
+#[test]
+fn search_discovery_keeps_the_vector_order_when_the_provider_fails() {
+    let e = env();
+    seed_discoveries(&e);
+    let default = hits(&search_discovery(&e.service), "discoveries");
+    let p = provider(Answer::ServerError);
+    let got = hits(&search_discovery(&reranking(&e, config(&p))), "discoveries");
+    assert_default_without_relevance(&got, &default);
+}
+
+// ---------- HttpReranker ----------
+
+#[test]
+fn http_reranker_returns_probabilities_in_input_order() {
+    for answer in [Answer::Tei, Answer::Cohere] {
+        let p = provider(answer);
+        let r = HttpReranker::new(config(&p)).unwrap();
+        let got = r.rerank("q", &["plain", "a GOLDMARK", "a SILVERMARK"]).unwrap();
+        assert_eq!(got, vec![0.2, 0.9, 0.6]);
+    }
+}
+
+#[test]
+fn http_reranker_errors_name_the_failure() {
+    let p = provider(Answer::ServerError);
+    let e = HttpReranker::new(config(&p)).unwrap().rerank("q", &["a"]).unwrap_err();
+    assert!(matches!(e, RerankError::Status { status: 500, .. }), "{e}");
+    assert!(e.to_string().contains("model not loaded"), "{e}");
+
+    let p = provider(Answer::OneShort);
+    let e = HttpReranker::new(config(&p)).unwrap().rerank("q", &["a", "b"]).unwrap_err();
+    assert!(matches!(e, RerankError::WrongCount { expected: 2, got: 1 }), "{e}");
+
+    let p = provider(Answer::Malformed);
+    let e = HttpReranker::new(config(&p)).unwrap().rerank("q", &["a"]).unwrap_err();
+    assert!(matches!(e, RerankError::Malformed(_)), "{e}");
+
+    let p = provider(Answer::Slow(Duration::from_secs(5)));
+    let c = RerankConfig { timeout: Duration::from_millis(200), ..config(&p) };
+    let e = HttpReranker::new(c).unwrap().rerank("q", &["a"]).unwrap_err();
+    assert!(matches!(e, RerankError::Timeout(_)), "{e}");
+}
+
+#[test]
+fn http_reranker_can_be_built_and_dropped_on_an_async_runtime() {
+    let p = provider(Answer::Tei);
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let r = rt.block_on(async { HttpReranker::new(config(&p)).unwrap() });
+    assert_eq!(r.rerank("q", &["GOLDMARK"]).unwrap(), vec![0.9]);
+    rt.block_on(async move { drop(r) });
+}
+
+// ---------- settings ----------
+
+fn from(vars: &[(&str, &str)]) -> Result<Option<RerankConfig>, String> {
+    let vars: HashMap<String, String> =
+        vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    RerankConfig::from_lookup(|name| vars.get(name).cloned())
+}
+
+#[test]
+fn ranker_is_off_when_unset_empty_or_off() {
+    assert_eq!(from(&[]), Ok(None));
+    assert_eq!(from(&[("SPINE_SEARCH_RANKER", "")]), Ok(None));
+    assert_eq!(from(&[("SPINE_SEARCH_RANKER", "off")]), Ok(None));
+    // Off: the provider settings are not read, so a bad one does not matter.
+    assert_eq!(
+        from(&[("SPINE_SEARCH_RANKER", "off"), ("SPINE_RERANK_TIMEOUT_MS", "soon")]),
+        Ok(None)
+    );
+}
+
+#[test]
+fn any_other_ranker_value_is_an_error_naming_the_variable() {
+    let e = from(&[("SPINE_SEARCH_RANKER", "cohere")]).unwrap_err();
+    assert!(e.contains("SPINE_SEARCH_RANKER") && e.contains("cohere"), "{e}");
+}
+
+#[test]
+fn jev_needs_a_url() {
+    let e = from(&[("SPINE_SEARCH_RANKER", "jev")]).unwrap_err();
+    assert!(e.contains("SPINE_RERANK_URL"), "{e}");
+    let e = from(&[("SPINE_SEARCH_RANKER", "jev"), ("SPINE_RERANK_URL", "ftp://h")]).unwrap_err();
+    assert!(e.contains("SPINE_RERANK_URL"), "{e}");
+}
+
+#[test]
+fn jev_reads_url_model_key_and_timeout() {
+    assert_eq!(
+        from(&[("SPINE_SEARCH_RANKER", "jev"), ("SPINE_RERANK_URL", "http://127.0.0.1:8081/")]),
+        Ok(Some(RerankConfig {
+            url: "http://127.0.0.1:8081".into(),
+            model: None,
+            api_key: None,
+            timeout: DEFAULT_RERANK_TIMEOUT,
+        }))
+    );
+    assert_eq!(
+        from(&[
+            ("SPINE_SEARCH_RANKER", "jev"),
+            ("SPINE_RERANK_URL", "https://rerank.example.com/v1"),
+            ("SPINE_RERANK_MODEL", "jina-reranker-v2-base-multilingual"),
+            ("SPINE_RERANK_API_KEY", "sekrit"),
+            ("SPINE_RERANK_TIMEOUT_MS", "1500"),
+        ]),
+        Ok(Some(RerankConfig {
+            url: "https://rerank.example.com/v1".into(),
+            model: Some("jina-reranker-v2-base-multilingual".into()),
+            api_key: Some("sekrit".into()),
+            timeout: Duration::from_millis(1500),
+        }))
+    );
+    assert_eq!(DEFAULT_RERANK_TIMEOUT, Duration::from_secs(5));
+}
+
+#[test]
+fn empty_model_and_key_are_unset() {
+    let c = from(&[
+        ("SPINE_SEARCH_RANKER", "jev"),
+        ("SPINE_RERANK_URL", "http://h"),
+        ("SPINE_RERANK_MODEL", ""),
+        ("SPINE_RERANK_API_KEY", ""),
+    ])
+    .unwrap()
+    .unwrap();
+    assert_eq!((c.model, c.api_key), (None, None));
+}
+
+#[test]
+fn a_bad_timeout_is_an_error_naming_the_variable() {
+    for bad in ["0", "-1", "soon", "1.5"] {
+        let e = from(&[
+            ("SPINE_SEARCH_RANKER", "jev"),
+            ("SPINE_RERANK_URL", "http://h"),
+            ("SPINE_RERANK_TIMEOUT_MS", bad),
+        ])
+        .unwrap_err();
+        assert!(e.contains("SPINE_RERANK_TIMEOUT_MS"), "{bad}: {e}");
+    }
+}
