@@ -156,7 +156,7 @@ pub struct Candidate {
     /// Record id.
     pub id: RecordId,
     /// Stored vector.
-    pub vector: Vec<f32>,
+    pub vector: std::sync::Arc<[f32]>,
     /// Whether the recall gate lets it through at the query's `now`.
     pub states: Vec<spine_core::State>,
 }

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Transaction, params, params_from_iter};
@@ -108,6 +108,23 @@ fn migration_code(step: usize) -> Option<fn(&Transaction<'_>) -> Result<()>> {
 pub struct SqliteStore {
     conn: Mutex<Connection>,
     path: PathBuf,
+    vectors: Mutex<VectorCache>,
+}
+
+/// Every stored vector, decoded, keyed by record rowid: search scans these instead of
+/// reading and decoding every candidate's BLOB from SQLite.
+///
+/// Coherence: this process's own writes update the cache after they commit; a write by any
+/// other connection (another `spine` process on the same data directory) changes SQLite's
+/// `PRAGMA data_version` on our connection, and the next search reloads the whole cache.
+/// Which records are candidates is always decided by the SQL query (owner predicate, filters,
+/// deletions); the cache only supplies their vectors.
+#[derive(Default)]
+struct VectorCache {
+    /// `data_version` when the cache was filled; `None` until the first fill.
+    data_version: Option<i64>,
+    /// rowid → (embedder id, vector).
+    by_rowid: std::collections::HashMap<i64, (Arc<str>, Arc<[f32]>)>,
 }
 
 impl SqliteStore {
@@ -122,7 +139,7 @@ impl SqliteStore {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        let store = SqliteStore { conn: Mutex::new(conn), path };
+        let store = SqliteStore { conn: Mutex::new(conn), path, vectors: Mutex::default() };
         store.migrate()?;
         Ok(store)
     }
@@ -424,17 +441,23 @@ impl Store for SqliteStore {
         let rowid = write_row(&tx, m, &body)?;
         write_vector(&tx, rowid, embedding)?;
         tx.commit()?;
+        self.cache_vector(rowid, embedding);
         Ok(())
     }
 
     fn insert_batch(&self, items: &[(Memory, Embedding<'_>)]) -> Result<()> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
+        let mut rowids = Vec::with_capacity(items.len());
         for (m, embedding) in items {
             let rowid = write_row(&tx, m, &encode(m)?)?;
             write_vector(&tx, rowid, *embedding)?;
+            rowids.push(rowid);
         }
         tx.commit()?;
+        for (rowid, (_, embedding)) in rowids.into_iter().zip(items) {
+            self.cache_vector(rowid, *embedding);
+        }
         Ok(())
     }
 
@@ -478,6 +501,9 @@ impl Store for SqliteStore {
             write_vector(&tx, rowid, e)?;
         }
         tx.commit()?;
+        if let Some(e) = embedding {
+            self.cache_vector(rowid, e);
+        }
         Ok(true)
     }
 
@@ -521,30 +547,32 @@ impl Store for SqliteStore {
         let mut w = Where::new();
         w.access(access);
         w.filter(filter);
-        w.and("v.model = ?", [Value::Text(model.to_owned())]);
         let conn = self.lock();
+        let cache = self.fresh_vectors(&conn)?;
         let mut stmt = conn.prepare(&format!(
-            "SELECT m.id, m.archived_at, m.superseded_by, m.not_before, m.not_after, v.vec
-             FROM memories m JOIN vectors v ON v.memory = m.rowid WHERE {}",
+            "SELECT m.rowid, m.id, m.archived_at, m.superseded_by, m.not_before, m.not_after
+             FROM memories m WHERE {}",
             w.sql
         ))?;
         let rows = stmt.query_map(params_from_iter(w.params), |r| {
-            let id: String = r.get(0)?;
             let markers = StateMarkers {
-                archived: r.get::<_, Option<i64>>(1)?.is_some(),
-                superseded: r.get::<_, Option<String>>(2)?.is_some(),
-                not_before: r.get::<_, Option<i64>>(3)?.map(EpochSeconds::from_secs),
-                not_after: r.get::<_, Option<i64>>(4)?.map(EpochSeconds::from_secs),
+                archived: r.get::<_, Option<i64>>(2)?.is_some(),
+                superseded: r.get::<_, Option<String>>(3)?.is_some(),
+                not_before: r.get::<_, Option<i64>>(4)?.map(EpochSeconds::from_secs),
+                not_after: r.get::<_, Option<i64>>(5)?.map(EpochSeconds::from_secs),
             };
-            let blob: Vec<u8> = r.get(5)?;
-            Ok((id, markers, blob))
+            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, markers))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, markers, blob) = row?;
+            let (rowid, id, markers) = row?;
+            let Some((_, vector)) = cache.by_rowid.get(&rowid).filter(|(m, _)| &**m == model)
+            else {
+                continue;
+            };
             let id =
                 RecordId::parse(&id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))?;
-            out.push(Candidate { id, vector: blob_to_vec(&blob), states: markers.derive(now) });
+            out.push(Candidate { id, vector: vector.clone(), states: markers.derive(now) });
         }
         Ok(out)
     }
@@ -744,6 +772,7 @@ impl Store for SqliteStore {
             )?;
         }
         tx.commit()?;
+        self.cache_vector(rowid, embedding);
         Ok(Ok(()))
     }
 
@@ -948,11 +977,53 @@ impl Store for SqliteStore {
         };
         write_vector(&tx, rowid, embedding)?;
         tx.commit()?;
+        self.cache_vector(rowid, embedding);
         Ok(true)
     }
 }
 
 impl SqliteStore {
+    /// Records a vector this process just committed.
+    fn cache_vector(&self, rowid: i64, e: Embedding<'_>) {
+        let mut cache = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.data_version.is_some() {
+            cache.by_rowid.insert(rowid, (Arc::from(e.model), Arc::from(e.vector)));
+        }
+    }
+
+    /// The vector cache, reloaded first when another connection wrote since it was filled.
+    fn fresh_vectors(&self, conn: &Connection) -> Result<MutexGuard<'_, VectorCache>> {
+        let version: i64 = conn.query_row("PRAGMA data_version", [], |r| r.get(0))?;
+        let mut cache = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.data_version != Some(version) {
+            let started = std::time::Instant::now();
+            let mut models: Vec<Arc<str>> = Vec::new();
+            let mut by_rowid = std::collections::HashMap::new();
+            let mut stmt = conn.prepare("SELECT memory, model, vec FROM vectors")?;
+            let mut rows = stmt.query([])?;
+            while let Some(r) = rows.next()? {
+                let model: String = r.get(1)?;
+                let model = match models.iter().find(|m| ***m == *model) {
+                    Some(m) => m.clone(),
+                    None => {
+                        let m: Arc<str> = Arc::from(model.as_str());
+                        models.push(m.clone());
+                        m
+                    }
+                };
+                let blob: Vec<u8> = r.get(2)?;
+                by_rowid.insert(r.get::<_, i64>(0)?, (model, Arc::from(blob_to_vec(&blob))));
+            }
+            tracing::debug!(
+                vectors = by_rowid.len(),
+                ms = started.elapsed().as_millis() as u64,
+                "vector cache loaded"
+            );
+            *cache = VectorCache { data_version: Some(version), by_rowid };
+        }
+        Ok(cache)
+    }
+
     /// Rows matching `w`, most recent first, at most `limit`.
     fn select_recent(&self, mut w: Where, limit: usize) -> Result<Vec<Memory>> {
         w.params.push(Value::Integer(limit as i64));
