@@ -19,8 +19,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use spine_core::{
-    Caller, Category, Limits, Memory, RecordId, SCHEMA_VERSION, Scope, ShortId, Source,
-    SummarySource, SystemClock, Timestamp, Visibility,
+    Caller, Category, Limits, Memory, Scope, ShortId, Source, SystemClock, Timestamp,
 };
 use spine_embed::{BuiltinEmbedder, DIMS, EmbedError, Embedder};
 use spine_service::Service;
@@ -71,41 +70,17 @@ fn random_unit(rng: &mut StdRng) -> Vec<f32> {
 }
 
 fn record(i: usize, scope: &Scope, at: Timestamp) -> Memory {
-    Memory {
-        id: RecordId::mint(),
-        short_id: ShortId::mint(),
-        content: format!(
-            "Benchmark record {i}: module_{} handles request type {}.",
-            i % 97,
-            i % 13
-        ),
-        scope: scope.clone(),
-        repo: String::new(),
-        workspace: String::new(),
-        worktree_path: String::new(),
-        base_dir: String::new(),
-        source: Source::AgentInferred,
-        category: Category::Convention,
-        tags: vec![format!("t{}", i % 50)],
-        summary: String::new(),
-        summary_source: SummarySource::None,
-        summary_model: String::new(),
-        summary_egress_at: None,
-        actor: String::new(),
-        owner: Some(String::new()),
-        visibility: Visibility::Private,
-        created_at: at,
-        not_before: None,
-        not_after: None,
-        supersedes: vec![],
-        superseded_by: None,
-        archived_at: None,
-        access_count: 0,
-        last_accessed_at: None,
-        schema_version: SCHEMA_VERSION,
-        kind: None,
-        citations: vec![],
-    }
+    let mut m = Memory::new(
+        ShortId::mint(),
+        format!("Benchmark record {i}: module_{} handles request type {}.", i % 97, i % 13),
+        scope.clone(),
+        Source::AgentInferred,
+        Category::Convention,
+        &Caller::anonymous(),
+        at,
+    );
+    m.tags = vec![format!("t{}", i % 50)];
+    m
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {

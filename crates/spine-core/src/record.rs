@@ -265,6 +265,53 @@ pub struct Memory {
     pub citations: Vec<Citation>,
 }
 
+impl Memory {
+    /// A new record as created by `caller` at `created_at`: private, no summary, no window,
+    /// no links, never accessed, stamped with the current schema version. Callers fill in the
+    /// optional client fields.
+    pub fn new(
+        short_id: ShortId,
+        content: String,
+        scope: Scope,
+        source: Source,
+        category: Category,
+        caller: &crate::Caller,
+        created_at: Timestamp,
+    ) -> Self {
+        Memory {
+            id: RecordId::mint(),
+            short_id,
+            content,
+            scope,
+            repo: String::new(),
+            workspace: String::new(),
+            worktree_path: String::new(),
+            base_dir: String::new(),
+            source,
+            category,
+            tags: vec![],
+            summary: String::new(),
+            summary_source: SummarySource::None,
+            summary_model: String::new(),
+            summary_egress_at: None,
+            actor: caller.actor().to_owned(),
+            owner: Some(caller.owner().to_owned()),
+            visibility: Visibility::Private,
+            created_at,
+            not_before: None,
+            not_after: None,
+            supersedes: vec![],
+            superseded_by: None,
+            archived_at: None,
+            access_count: 0,
+            last_accessed_at: None,
+            schema_version: SCHEMA_VERSION,
+            kind: None,
+            citations: vec![],
+        }
+    }
+}
+
 fn no_summary() -> SummarySource {
     SummarySource::None
 }

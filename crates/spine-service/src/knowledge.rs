@@ -14,8 +14,8 @@ use spine_core::limits::{
     resolve_page,
 };
 use spine_core::{
-    Caller, Category, Citation, DiscoveryKind, Error, Hint, IdRef, Memory, RecordId,
-    SCHEMA_VERSION, Scope, ScopeKind, Source, SummarySource, Visibility, stamp_schema_version,
+    Caller, Category, Citation, DiscoveryKind, Error, Hint, IdRef, Memory, RecordId, Scope,
+    ScopeKind, Source, SummarySource, Visibility, stamp_schema_version,
 };
 use spine_store::{Access, Embedding, Filter, Gate, ScopeFilter};
 
@@ -202,37 +202,15 @@ impl Service {
             }
             return Ok(Stored { id: m.id, short_id: m.short_id });
         }
-        let mut m = Memory {
-            id: RecordId::mint(),
-            short_id: self.mint_short_id()?,
-            content: String::new(),
-            scope: w.scope.clone(),
-            repo: String::new(),
-            workspace: String::new(),
-            worktree_path: String::new(),
-            base_dir: String::new(),
-            source: w.source,
-            category: w.category,
-            tags: vec![],
-            summary: String::new(),
-            summary_source: SummarySource::None,
-            summary_model: String::new(),
-            summary_egress_at: None,
-            actor: caller.actor().to_owned(),
-            owner: Some(caller.owner().to_owned()),
-            visibility: Visibility::Private,
-            created_at: self.clock.now(),
-            not_before: None,
-            not_after: None,
-            supersedes: vec![],
-            superseded_by: None,
-            archived_at: None,
-            access_count: 0,
-            last_accessed_at: None,
-            schema_version: SCHEMA_VERSION,
-            kind: None,
-            citations: vec![],
-        };
+        let mut m = Memory::new(
+            self.mint_short_id()?,
+            String::new(),
+            w.scope.clone(),
+            w.source,
+            w.category,
+            caller,
+            self.clock.now(),
+        );
         w.apply(&mut m);
         self.store.insert(&m, embedding).map_err(store_error)?;
         Ok(Stored { id: m.id, short_id: m.short_id })

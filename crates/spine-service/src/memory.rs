@@ -6,8 +6,8 @@ use spine_core::limits::{
     check_content_bytes, check_context,
 };
 use spine_core::{
-    Caller, Category, EpochSeconds, Error, Hint, IdRef, Memory, RecordId, SCHEMA_VERSION, Scope,
-    Source, SummarySource, Visibility, stamp_schema_version,
+    Caller, Category, EpochSeconds, Error, Hint, IdRef, Memory, Scope, Source, SummarySource,
+    Visibility, stamp_schema_version,
 };
 use spine_store::{Access, Embedding};
 
@@ -84,41 +84,24 @@ impl Service {
             check_context(field, value)?;
         }
         let [repo, workspace, worktree_path, base_dir] = std::mem::take(&mut context);
-        Ok(Memory {
-            id: RecordId::mint(),
-            short_id: self.mint_short_id()?,
-            content: a.content,
+        let mut m = Memory::new(
+            self.mint_short_id()?,
+            a.content,
             scope,
-            repo,
-            workspace,
-            worktree_path,
-            base_dir,
             source,
             category,
-            tags,
-            summary_source: if summary.is_empty() {
-                SummarySource::None
-            } else {
-                SummarySource::Client
-            },
-            summary,
-            summary_model: String::new(),
-            summary_egress_at: None,
-            actor: caller.actor().to_owned(),
-            owner: Some(caller.owner().to_owned()),
-            visibility: Visibility::Private,
-            created_at: self.clock.now(),
-            not_before: None,
-            not_after: None,
-            supersedes: vec![],
-            superseded_by: None,
-            archived_at: None,
-            access_count: 0,
-            last_accessed_at: None,
-            schema_version: SCHEMA_VERSION,
-            kind: None,
-            citations,
-        })
+            caller,
+            self.clock.now(),
+        );
+        (m.repo, m.workspace, m.worktree_path, m.base_dir) =
+            (repo, workspace, worktree_path, base_dir);
+        m.tags = tags;
+        if !summary.is_empty() {
+            m.summary_source = SummarySource::Client;
+        }
+        m.summary = summary;
+        m.citations = citations;
+        Ok(m)
     }
 
     fn insert(&self, m: Memory) -> Result<Stored, Error> {
