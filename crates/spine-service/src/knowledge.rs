@@ -21,7 +21,7 @@ use spine_store::{Access, Embedding, Filter, Gate, ScopeFilter};
 
 use crate::args::{ListRulesArgs, SearchDiscoveryArgs, StoreDiscoveryArgs, StoreRuleArgs};
 use crate::memory::{check_rule_summary, content_limit, dedup_tags};
-use crate::recall::check_query;
+use crate::recall::{check_query, scope_filter_with};
 use crate::views::{
     Coverage, DiscoveryResult, MemoryView, RuleEntry, RuleView, RulesResult, Stored,
 };
@@ -224,22 +224,9 @@ impl Service {
         a: SearchDiscoveryArgs,
     ) -> Result<DiscoveryResult, Error> {
         check_query(&a.query)?;
-        let scope = if a.cross_spine {
-            ScopeFilter::All
-        } else {
-            match a.scope.as_deref() {
-                Some(s) if !s.is_empty() => {
-                    ScopeFilter::One(parse_scope_of("scope", s, ScopeKind::Discovery)?)
-                }
-                _ => {
-                    return Err(Error::invalid(
-                        "scope",
-                        Hint::Required,
-                        "scope is required unless cross_spine is true",
-                    ));
-                }
-            }
-        };
+        let scope = scope_filter_with(a.scope.as_deref(), a.cross_spine, |s| {
+            parse_scope_of("scope", s, ScopeKind::Discovery)
+        })?;
         let kind = a
             .kind
             .as_deref()

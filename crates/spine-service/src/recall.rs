@@ -16,11 +16,20 @@ use crate::{SCOPE_CEILING, Service, rank, store_error};
 
 /// `scope` is required unless `cross_spine` is true, in which case it is ignored.
 fn scope_filter(scope: Option<&str>, cross_spine: bool) -> Result<ScopeFilter, Error> {
+    scope_filter_with(scope, cross_spine, |s| Scope::parse("scope", s))
+}
+
+/// Like [`scope_filter`], validating the scope with `parse` (e.g. one record kind's scopes).
+pub(crate) fn scope_filter_with(
+    scope: Option<&str>,
+    cross_spine: bool,
+    parse: impl Fn(&str) -> Result<Scope, Error>,
+) -> Result<ScopeFilter, Error> {
     if cross_spine {
         return Ok(ScopeFilter::All);
     }
     match scope {
-        Some(s) if !s.is_empty() => Ok(ScopeFilter::One(Scope::parse("scope", s)?)),
+        Some(s) if !s.is_empty() => Ok(ScopeFilter::One(parse(s)?)),
         _ => Err(Error::invalid(
             "scope",
             Hint::Required,
