@@ -43,6 +43,8 @@ pub struct Service {
     limits: Limits,
     /// SPEC search rule 5: reorders search_memory and search_discovery hits when set.
     reranker: Option<Arc<dyn Reranker>>,
+    /// Weight of the BM25 adjustment in the default order (SPEC search rule 1).
+    lexical_weight: f32,
 }
 
 impl Service {
@@ -53,13 +55,28 @@ impl Service {
         clock: Arc<dyn Clock>,
         limits: Limits,
     ) -> Self {
-        Service { store, embedder, clock, limits, reranker: None }
+        Service {
+            store,
+            embedder,
+            clock,
+            limits,
+            reranker: None,
+            lexical_weight: rank::LEXICAL_WEIGHT,
+        }
     }
 
     /// The same service, reranking search_memory and search_discovery results with `r`
     /// (`SPINE_SEARCH_RANKER=jev`).
     pub fn with_reranker(self, r: Arc<dyn Reranker>) -> Self {
         Service { reranker: Some(r), ..self }
+    }
+
+    /// The same service with another weight for the lexical adjustment: `0` ranks by cosine
+    /// alone (the quality evaluation's dense-only baseline). Negative or non-finite weights
+    /// are taken as `0`.
+    pub fn with_lexical_weight(self, weight: f32) -> Self {
+        let lexical_weight = if weight.is_finite() { weight.max(0.0) } else { 0.0 };
+        Service { lexical_weight, ..self }
     }
 
     /// The configured limits.

@@ -38,13 +38,14 @@ pub struct Fused {
     pub id: RecordId,
     /// Cosine similarity to the query (the reported `score`).
     pub dense: f32,
-    /// `dense + LEXICAL_WEIGHT × bm25 / max bm25 in the pool` (0 for no lexical match).
+    /// `dense + weight × bm25 / max bm25 in the pool` (0 for no lexical match).
     pub fused: f32,
 }
 
 /// Orders `pool` — `(cosine, id)`, best cosine first — by the fused key, given the BM25
-/// relevance of the candidates that matched any query term. Ties keep the dense order.
-pub fn fuse(pool: &[(f32, RecordId)], lexical: &[(RecordId, f32)]) -> Vec<Fused> {
+/// relevance of the candidates that matched any query term and the `weight` of the
+/// adjustment (normally [`LEXICAL_WEIGHT`]). Ties keep the dense order.
+pub fn fuse(pool: &[(f32, RecordId)], lexical: &[(RecordId, f32)], weight: f32) -> Vec<Fused> {
     let best = lexical.iter().map(|(_, s)| *s).fold(0.0_f32, f32::max);
     let bm25: HashMap<RecordId, f32> = lexical.iter().copied().collect();
     let mut out: Vec<Fused> = pool
@@ -52,7 +53,7 @@ pub fn fuse(pool: &[(f32, RecordId)], lexical: &[(RecordId, f32)]) -> Vec<Fused>
         .map(|&(dense, id)| {
             let bm25 = bm25.get(&id).copied().unwrap_or(0.0);
             let lexical = if best > 0.0 { bm25 / best } else { 0.0 };
-            Fused { id, dense, fused: dense + LEXICAL_WEIGHT * lexical }
+            Fused { id, dense, fused: dense + weight * lexical }
         })
         .collect();
     out.sort_by(|a, b| b.fused.total_cmp(&a.fused));
@@ -75,7 +76,7 @@ mod tests {
     fn without_lexical_matches_the_dense_order_stands() {
         let id = ids(3);
         let pool = [(0.9, id[0]), (0.5, id[1]), (0.5, id[2])];
-        let f = fuse(&pool, &[]);
+        let f = fuse(&pool, &[], LEXICAL_WEIGHT);
         assert_eq!(order(&f), id);
         assert!(f.iter().all(|x| x.fused == x.dense));
     }
@@ -85,7 +86,7 @@ mod tests {
         let id = ids(3);
         let w = LEXICAL_WEIGHT;
         let pool = [(0.6, id[0]), (0.6 - w / 8.0, id[1]), (0.6 - w / 2.0, id[2])];
-        let f = fuse(&pool, &[(id[2], 8.0), (id[1], 2.0)]);
+        let f = fuse(&pool, &[(id[2], 8.0), (id[1], 2.0)], LEXICAL_WEIGHT);
         assert_eq!(order(&f), vec![id[2], id[1], id[0]]);
         assert!((f[0].fused - (0.6 + w / 2.0)).abs() < 1e-6, "best match: full weight");
         assert!((f[1].fused - (0.6 + w / 8.0)).abs() < 1e-6, "a quarter of the best: a quarter");
@@ -97,7 +98,7 @@ mod tests {
         let id = ids(3);
         let w = LEXICAL_WEIGHT;
         let pool = [(0.9, id[0]), (0.9 - w / 2.0, id[1]), (0.9 - 2.0 * w, id[2])];
-        let f = fuse(&pool, &[(id[1], 1.0), (id[2], 1.0)]);
+        let f = fuse(&pool, &[(id[1], 1.0), (id[2], 1.0)], LEXICAL_WEIGHT);
         assert_eq!(order(&f), vec![id[1], id[0], id[2]]);
     }
 
@@ -105,6 +106,14 @@ mod tests {
     fn ties_keep_the_dense_order() {
         let id = ids(2);
         let pool = [(0.5, id[0]), (0.5, id[1])];
-        assert_eq!(order(&fuse(&pool, &[(id[0], 3.0), (id[1], 3.0)])), id);
+        assert_eq!(order(&fuse(&pool, &[(id[0], 3.0), (id[1], 3.0)], LEXICAL_WEIGHT)), id);
+    }
+
+    #[test]
+    fn weight_zero_keeps_the_dense_order() {
+        let id = ids(2);
+        let pool = [(0.9, id[0]), (0.89, id[1])];
+        assert_eq!(order(&fuse(&pool, &[(id[1], 5.0)], 0.0)), id);
+        assert_eq!(order(&fuse(&pool, &[(id[1], 5.0)], LEXICAL_WEIGHT)), vec![id[1], id[0]]);
     }
 }

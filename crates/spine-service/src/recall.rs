@@ -181,7 +181,7 @@ impl Service {
             .store
             .lexical_scores(&spine_core::lexical::query_terms(&a.query), &ids)
             .map_err(store_error)?;
-        let mut fused = rank::fuse(&pool, &lexical);
+        let mut fused = rank::fuse(&pool, &lexical, self.lexical_weight);
         fused.truncate(k);
         let top: Vec<RecordId> = fused.iter().map(|f| f.id).collect();
         // get_many skips a record deleted since the scan; keep the others with their scores.
