@@ -18,6 +18,7 @@ mod record;
 mod scope;
 mod state;
 mod time;
+mod vector;
 
 pub use error::{Error, ErrorCode, Hint};
 pub use ids::{IdRef, RecordId, ShortId};
@@ -29,6 +30,7 @@ pub use record::{
 pub use scope::{Scope, ScopeKind};
 pub use state::{State, StateMarkers, derive_states, is_recall_visible};
 pub use time::{Clock, EpochSeconds, ManualClock, SystemClock, Timestamp};
+pub use vector::cosine;
 
 /// The identity a call is made by (SPEC "Authentication").
 ///

@@ -17,7 +17,7 @@ use spine_core::{
     Caller, Category, Citation, DiscoveryKind, Error, Hint, IdRef, Memory, RecordId, Scope,
     ScopeKind, Source, SummarySource, Visibility, stamp_schema_version,
 };
-use spine_store::{Access, Embedding, Filter, Gate, ScopeFilter};
+use spine_store::{Access, Embedding, Filter, Gate, NearestQuery, ScopeFilter};
 
 use crate::args::{ListRulesArgs, SearchDiscoveryArgs, StoreDiscoveryArgs, StoreRuleArgs};
 use crate::memory::{check_rule_summary, content_limit, dedup_tags};
@@ -241,18 +241,23 @@ impl Service {
         let query_vec = self.embed_one(&a.query)?;
         let access = Access::read(caller);
         let now = self.clock.now();
-        let candidates = self
-            .store
-            .candidates(&access, &filter, self.embedder.model_id(), now)
-            .map_err(store_error)?;
         // The recall gate: only active records are ranked.
-        let mut scored: Vec<(f32, RecordId)> = candidates
-            .iter()
-            .filter(|c| c.states.is_empty())
-            .map(|c| (spine_embed::cosine(&query_vec, &c.vector), c.id))
+        let scored: Vec<(f32, RecordId)> = self
+            .store
+            .nearest(&NearestQuery {
+                access: &access,
+                filter: &filter,
+                model: self.embedder.model_id(),
+                vector: &query_vec,
+                now,
+                any: 0,
+                active: k,
+                exclude: None,
+            })
+            .map_err(store_error)?
+            .into_iter()
+            .map(|n| (n.score, n.id))
             .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
-        scored.truncate(k);
         let ids: Vec<RecordId> = scored.iter().map(|(_, id)| *id).collect();
         let score_of: HashMap<RecordId, f32> = scored.iter().map(|(s, id)| (*id, *s)).collect();
         let nearest = self.store.get_many(&ids).map_err(store_error)?;

@@ -6,7 +6,7 @@ use spine_core::limits::{
     DEFAULT_K, DEFAULT_LIST_LIMIT, DEFAULT_TAGS_LIMIT, MAX_QUERY_BYTES, resolve_page,
 };
 use spine_core::{Caller, Category, Error, Hint, RecordId, Scope, State, Timestamp};
-use spine_store::{Access, Cursor, Filter, Gate, ScopeFilter};
+use spine_store::{Access, Cursor, Filter, Gate, NearestQuery, ScopeFilter};
 
 use crate::args::{ListMemoryArgs, ListScheduledArgs, ListTagsArgs, SearchMemoryArgs};
 use crate::views::{
@@ -155,25 +155,32 @@ impl Service {
         let query_vec = self.embed_one(&a.query)?;
         let access = Access::read(caller);
         let now = self.clock.now();
-        let candidates = self
+        let pool_size = rank::rerank_pool(k);
+        let nearest = self
             .store
-            .candidates(&access, &filter, self.embedder.model_id(), now)
+            .nearest(&NearestQuery {
+                access: &access,
+                filter: &filter,
+                model: self.embedder.model_id(),
+                vector: &query_vec,
+                now,
+                any: k,
+                active: pool_size,
+                exclude: None,
+            })
             .map_err(store_error)?;
-        let mut scored: Vec<(f32, &spine_store::Candidate)> =
-            candidates.iter().map(|c| (spine_embed::cosine(&query_vec, &c.vector), c)).collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.id.cmp(&a.1.id)));
 
         // SPEC search rule 4: among the k nearest of the ungated ordering, what did the gate hide?
         let mut hidden = GateHidden::default();
-        for (_, c) in scored.iter().take(k) {
-            hidden.count(&c.states);
+        for n in nearest.iter().take(k) {
+            hidden.count(&n.states);
         }
 
-        let pool: Vec<(f32, RecordId)> = scored
+        let pool: Vec<(f32, RecordId)> = nearest
             .iter()
-            .filter(|(_, c)| c.states.is_empty())
-            .take(rank::rerank_pool(k))
-            .map(|(s, c)| (*s, c.id))
+            .filter(|n| n.states.is_empty())
+            .take(pool_size)
+            .map(|n| (n.score, n.id))
             .collect();
         // SPEC search rule 1: the pool re-ordered by cosine plus normalised BM25.
         let ids: Vec<RecordId> = pool.iter().map(|(_, id)| *id).collect();

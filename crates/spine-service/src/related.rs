@@ -10,7 +10,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use spine_core::limits::{DEFAULT_K, resolve_page};
 use spine_core::{Caller, Error, IdRef, Memory, RecordId, Timestamp};
-use spine_store::{Access, Filter, Gate, ScopeFilter};
+use spine_store::{Access, Filter, Gate, NearestQuery, ScopeFilter};
 
 use crate::args::RelatedMemoriesArgs;
 use crate::memory::not_found;
@@ -279,14 +279,22 @@ impl Service {
             None => self.embed_one(&anchor.content)?,
         };
         let filter = Filter::new(ScopeFilter::One(anchor.scope.clone()));
-        let candidates = self.store.candidates(access, &filter, model, now).map_err(store_error)?;
-        let mut scored: Vec<(f32, RecordId)> = candidates
-            .iter()
-            .filter(|c| c.states.is_empty() && c.id != anchor.id)
-            .map(|c| (spine_embed::cosine(&anchor_vec, &c.vector), c.id))
+        let scored: Vec<(f32, RecordId)> = self
+            .store
+            .nearest(&NearestQuery {
+                access,
+                filter: &filter,
+                model,
+                vector: &anchor_vec,
+                now,
+                any: 0,
+                active: k,
+                exclude: Some(anchor.id),
+            })
+            .map_err(store_error)?
+            .into_iter()
+            .map(|n| (n.score, n.id))
             .collect();
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.cmp(&a.1)));
-        scored.truncate(k);
         let ids: Vec<RecordId> = scored.iter().map(|(_, id)| *id).collect();
         let scores: HashMap<RecordId, f32> = scored.into_iter().map(|(s, id)| (id, s)).collect();
         for m in self.store.get_many(&ids).map_err(store_error)? {

@@ -12,6 +12,7 @@
 //! every write, in the same transaction.
 #![deny(missing_docs)]
 
+mod index;
 mod sqlite;
 
 use spine_core::{
@@ -150,14 +151,36 @@ pub struct Embedding<'a> {
     pub vector: &'a [f32],
 }
 
-/// A search candidate: enough to rank and gate without decoding the payload.
-#[derive(Debug, Clone)]
-pub struct Candidate {
+/// A nearest-neighbour request: the records `access` may read that match `filter` and have
+/// a vector from `model`, nearest `vector` by cosine.
+#[derive(Debug, Clone, Copy)]
+pub struct NearestQuery<'a> {
+    /// Who reads (the owner predicate).
+    pub access: &'a Access,
+    /// The hard pre-filters.
+    pub filter: &'a Filter,
+    /// Embedder id the vectors must come from.
+    pub model: &'a str,
+    /// The query vector.
+    pub vector: &'a [f32],
+    /// The time the recall gate is evaluated at.
+    pub now: Timestamp,
+    /// How many nearest records of any state to return (0 = none).
+    pub any: usize,
+    /// How many nearest active (recall-visible) records to return.
+    pub active: usize,
+    /// A record never to return (related_memories' anchor).
+    pub exclude: Option<RecordId>,
+}
+
+/// A record near the query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Neighbour {
     /// Record id.
     pub id: RecordId,
-    /// Stored vector.
-    pub vector: std::sync::Arc<[f32]>,
-    /// Whether the recall gate lets it through at the query's `now`.
+    /// Exact cosine similarity to the query vector.
+    pub score: f32,
+    /// Its states at the query's `now`; empty means active.
     pub states: Vec<spine_core::State>,
 }
 
@@ -237,15 +260,11 @@ pub trait Store: Send + Sync {
     /// Deletes every record in `scope` owned by `access`; returns how many.
     fn delete_scope(&self, access: &Access, scope: &Scope) -> Result<u64>;
 
-    /// Vectors of every readable record matching `filter` (all states), with the states
-    /// each is in at `now`, produced by the embedder `model`.
-    fn candidates(
-        &self,
-        access: &Access,
-        filter: &Filter,
-        model: &str,
-        now: Timestamp,
-    ) -> Result<Vec<Candidate>>;
+    /// The union of the `q.any` nearest records of any state and the `q.active` nearest
+    /// active ones, best first (score descending, then id descending). The filters are exact;
+    /// the nearest are found through the in-memory index (see `index.rs`), whose quantised
+    /// stages reach recall@10 ≥ 0.99 against an exact scan; scores are exact cosines.
+    fn nearest(&self, q: &NearestQuery<'_>) -> Result<Vec<Neighbour>>;
 
     /// Records by id, in the order given; ids that no longer exist are skipped. Callers
     /// pass only ids that an access-checked query returned.

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, Transaction, params, params_from_iter};
@@ -16,9 +16,10 @@ use spine_core::{
     StateMarkers, Timestamp,
 };
 
+use crate::index::{Index, Row};
 use crate::{
-    Access, Candidate, Cursor, Embedding, Filter, Gate, IdempotencyEntry, Result, ScopeFilter,
-    Store, StoreError, SupersedeRejection, TagCount,
+    Access, Cursor, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour, Result,
+    ScopeFilter, Store, StoreError, SupersedeRejection, TagCount,
 };
 
 /// SQL that stamps the current schema version on a payload edited in place, never lowering
@@ -90,7 +91,65 @@ const MIGRATIONS: &[&str] = &[
     END;"#,
     // 4: the start-up embedder check reads the distinct vector models without a scan.
     "CREATE INDEX vectors_model ON vectors(model);",
+    // 5: the change log the in-memory index follows (`SqliteStore::sync_index`): the rowid
+    // of every record written, deleted or re-embedded, in commit order. Updates that touch
+    // only the payload (touch: access counts) are not logged; every indexed field has its
+    // own column, so a change to one names a column below. The log keeps the last
+    // 100 000 entries; an index further behind reloads in full.
+    "CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, memory INTEGER NOT NULL);
+    CREATE TRIGGER changes_prune AFTER INSERT ON changes BEGIN
+        DELETE FROM changes WHERE seq <= new.seq - 100000;
+    END;
+    CREATE TRIGGER changes_memory_insert AFTER INSERT ON memories BEGIN
+        INSERT INTO changes (memory) VALUES (new.rowid);
+    END;
+    CREATE TRIGGER changes_memory_update AFTER UPDATE OF id, owner, visibility, scope, category,
+        created_at, not_before, not_after, archived_at, superseded_by ON memories BEGIN
+        INSERT INTO changes (memory) VALUES (new.rowid);
+    END;
+    CREATE TRIGGER changes_memory_delete AFTER DELETE ON memories BEGIN
+        INSERT INTO changes (memory) VALUES (old.rowid);
+    END;
+    CREATE TRIGGER changes_vector_insert AFTER INSERT ON vectors BEGIN
+        INSERT INTO changes (memory) VALUES (new.memory);
+    END;
+    CREATE TRIGGER changes_vector_update AFTER UPDATE ON vectors BEGIN
+        INSERT INTO changes (memory) VALUES (new.memory);
+    END;",
 ];
+
+/// The indexed fields of a record and its vector, for `Row`; append `WHERE ...`.
+const ROW_SELECT: &str = "SELECT m.rowid, m.id, m.owner, m.visibility = 'shared', m.scope,
+        m.category, CASE WHEN m.category = 'discovery' THEN json_extract(m.body, '$.kind') END,
+        m.created_at, m.archived_at IS NOT NULL, m.superseded_by IS NOT NULL, m.not_before,
+        m.not_after, v.model, v.vec
+     FROM memories m LEFT JOIN vectors v ON v.memory = m.rowid";
+
+fn read_row(r: &rusqlite::Row<'_>, tags: Vec<String>) -> Result<Row> {
+    let id: String = r.get(1)?;
+    let vector = match (r.get::<_, Option<String>>(12)?, r.get::<_, Option<Vec<u8>>>(13)?) {
+        (Some(model), Some(blob)) => Some((model, blob_to_vec(&blob))),
+        _ => None,
+    };
+    Ok(Row {
+        rowid: r.get(0)?,
+        id: RecordId::parse(&id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))?,
+        owner: r.get(2)?,
+        shared: r.get(3)?,
+        scope: r.get(4)?,
+        category: r.get(5)?,
+        kind: r.get(6)?,
+        created_at: r.get(7)?,
+        markers: StateMarkers {
+            archived: r.get(8)?,
+            superseded: r.get(9)?,
+            not_before: r.get::<_, Option<i64>>(10)?.map(EpochSeconds::from_secs),
+            not_after: r.get::<_, Option<i64>>(11)?.map(EpochSeconds::from_secs),
+        },
+        tags,
+        vector,
+    })
+}
 
 /// The Rust half of a migration step, run right after that step's SQL in the same
 /// transaction: backfills that SQL alone cannot compute.
@@ -103,28 +162,14 @@ fn migration_code(step: usize) -> Option<fn(&Transaction<'_>) -> Result<()>> {
 
 /// SQLite-backed [`Store`].
 ///
-/// One connection behind a mutex: SQLite serialises writers anyway, and the working set of
-/// the service's queries is small. (The recall issue replaces the scan with an index.)
+/// One connection behind a mutex: SQLite serialises writers anyway. Vector search goes
+/// through the in-memory [`Index`], which follows the `changes` log: before each search the
+/// index applies whatever was committed since it last looked — by this process or any other
+/// on the same data directory — so it is always as current as the database.
 pub struct SqliteStore {
     conn: Mutex<Connection>,
     path: PathBuf,
-    vectors: Mutex<VectorCache>,
-}
-
-/// Every stored vector, decoded, keyed by record rowid: search scans these instead of
-/// reading and decoding every candidate's BLOB from SQLite.
-///
-/// Coherence: this process's own writes update the cache after they commit; a write by any
-/// other connection (another `spine` process on the same data directory) changes SQLite's
-/// `PRAGMA data_version` on our connection, and the next search reloads the whole cache.
-/// Which records are candidates is always decided by the SQL query (owner predicate, filters,
-/// deletions); the cache only supplies their vectors.
-#[derive(Default)]
-struct VectorCache {
-    /// `data_version` when the cache was filled; `None` until the first fill.
-    data_version: Option<i64>,
-    /// rowid → (embedder id, vector).
-    by_rowid: std::collections::HashMap<i64, (Arc<str>, Arc<[f32]>)>,
+    index: Mutex<Index>,
 }
 
 impl SqliteStore {
@@ -139,7 +184,7 @@ impl SqliteStore {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        let store = SqliteStore { conn: Mutex::new(conn), path, vectors: Mutex::default() };
+        let store = SqliteStore { conn: Mutex::new(conn), path, index: Mutex::default() };
         store.migrate()?;
         Ok(store)
     }
@@ -441,23 +486,17 @@ impl Store for SqliteStore {
         let rowid = write_row(&tx, m, &body)?;
         write_vector(&tx, rowid, embedding)?;
         tx.commit()?;
-        self.cache_vector(rowid, embedding);
         Ok(())
     }
 
     fn insert_batch(&self, items: &[(Memory, Embedding<'_>)]) -> Result<()> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
-        let mut rowids = Vec::with_capacity(items.len());
         for (m, embedding) in items {
             let rowid = write_row(&tx, m, &encode(m)?)?;
             write_vector(&tx, rowid, *embedding)?;
-            rowids.push(rowid);
         }
         tx.commit()?;
-        for (rowid, (_, embedding)) in rowids.into_iter().zip(items) {
-            self.cache_vector(rowid, *embedding);
-        }
         Ok(())
     }
 
@@ -501,9 +540,6 @@ impl Store for SqliteStore {
             write_vector(&tx, rowid, e)?;
         }
         tx.commit()?;
-        if let Some(e) = embedding {
-            self.cache_vector(rowid, e);
-        }
         Ok(true)
     }
 
@@ -537,42 +573,36 @@ impl Store for SqliteStore {
         Ok(n as u64)
     }
 
-    fn candidates(
-        &self,
-        access: &Access,
-        filter: &Filter,
-        model: &str,
-        now: Timestamp,
-    ) -> Result<Vec<Candidate>> {
-        let mut w = Where::new();
-        w.access(access);
-        w.filter(filter);
-        let conn = self.lock();
-        let cache = self.fresh_vectors(&conn)?;
-        let mut stmt = conn.prepare(&format!(
-            "SELECT m.rowid, m.id, m.archived_at, m.superseded_by, m.not_before, m.not_after
-             FROM memories m WHERE {}",
-            w.sql
-        ))?;
-        let rows = stmt.query_map(params_from_iter(w.params), |r| {
-            let markers = StateMarkers {
-                archived: r.get::<_, Option<i64>>(2)?.is_some(),
-                superseded: r.get::<_, Option<String>>(3)?.is_some(),
-                not_before: r.get::<_, Option<i64>>(4)?.map(EpochSeconds::from_secs),
-                not_after: r.get::<_, Option<i64>>(5)?.map(EpochSeconds::from_secs),
-            };
-            Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, markers))
-        })?;
+    fn nearest(&self, q: &NearestQuery<'_>) -> Result<Vec<Neighbour>> {
+        let mut conn = self.lock();
+        // One read transaction: the index is synced to, and re-scored from, one snapshot.
+        let tx = conn.transaction()?;
+        let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        sync_index(&tx, &mut index)?;
+        let proposals = index.propose(q);
+        drop(index);
+        let mut stmt = tx.prepare_cached("SELECT model, vec FROM vectors WHERE memory = ?1")?;
+        let mut scored = Vec::with_capacity(proposals.len());
+        for p in proposals {
+            let row: Option<(String, Vec<u8>)> =
+                stmt.query_row([p.rowid], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+            if let Some((model, blob)) = row.filter(|(m, _)| m == q.model) {
+                debug_assert_eq!(model, q.model);
+                scored.push((spine_core::cosine(q.vector, &blob_to_vec(&blob)), p));
+            }
+        }
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.id.cmp(&a.1.id)));
+        let (mut seen, mut seen_active) = (0, 0);
         let mut out = Vec::new();
-        for row in rows {
-            let (rowid, id, markers) = row?;
-            let Some((_, vector)) = cache.by_rowid.get(&rowid).filter(|(m, _)| &**m == model)
-            else {
-                continue;
-            };
-            let id =
-                RecordId::parse(&id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))?;
-            out.push(Candidate { id, vector: vector.clone(), states: markers.derive(now) });
+        for (score, p) in scored {
+            let states = p.markers.derive(q.now);
+            let active = states.is_empty();
+            let wanted = seen < q.any || (active && seen_active < q.active);
+            seen += 1;
+            seen_active += usize::from(active);
+            if wanted {
+                out.push(Neighbour { id: p.id, score, states });
+            }
         }
         Ok(out)
     }
@@ -772,7 +802,6 @@ impl Store for SqliteStore {
             )?;
         }
         tx.commit()?;
-        self.cache_vector(rowid, embedding);
         Ok(Ok(()))
     }
 
@@ -977,53 +1006,11 @@ impl Store for SqliteStore {
         };
         write_vector(&tx, rowid, embedding)?;
         tx.commit()?;
-        self.cache_vector(rowid, embedding);
         Ok(true)
     }
 }
 
 impl SqliteStore {
-    /// Records a vector this process just committed.
-    fn cache_vector(&self, rowid: i64, e: Embedding<'_>) {
-        let mut cache = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
-        if cache.data_version.is_some() {
-            cache.by_rowid.insert(rowid, (Arc::from(e.model), Arc::from(e.vector)));
-        }
-    }
-
-    /// The vector cache, reloaded first when another connection wrote since it was filled.
-    fn fresh_vectors(&self, conn: &Connection) -> Result<MutexGuard<'_, VectorCache>> {
-        let version: i64 = conn.query_row("PRAGMA data_version", [], |r| r.get(0))?;
-        let mut cache = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
-        if cache.data_version != Some(version) {
-            let started = std::time::Instant::now();
-            let mut models: Vec<Arc<str>> = Vec::new();
-            let mut by_rowid = std::collections::HashMap::new();
-            let mut stmt = conn.prepare("SELECT memory, model, vec FROM vectors")?;
-            let mut rows = stmt.query([])?;
-            while let Some(r) = rows.next()? {
-                let model: String = r.get(1)?;
-                let model = match models.iter().find(|m| ***m == *model) {
-                    Some(m) => m.clone(),
-                    None => {
-                        let m: Arc<str> = Arc::from(model.as_str());
-                        models.push(m.clone());
-                        m
-                    }
-                };
-                let blob: Vec<u8> = r.get(2)?;
-                by_rowid.insert(r.get::<_, i64>(0)?, (model, Arc::from(blob_to_vec(&blob))));
-            }
-            tracing::debug!(
-                vectors = by_rowid.len(),
-                ms = started.elapsed().as_millis() as u64,
-                "vector cache loaded"
-            );
-            *cache = VectorCache { data_version: Some(version), by_rowid };
-        }
-        Ok(cache)
-    }
-
     /// Rows matching `w`, most recent first, at most `limit`.
     fn select_recent(&self, mut w: Where, limit: usize) -> Result<Vec<Memory>> {
         w.params.push(Value::Integer(limit as i64));
@@ -1036,4 +1023,65 @@ impl SqliteStore {
             stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
         bodies.iter().map(|b| decode(b)).collect()
     }
+}
+
+/// Brings `index` up to the database state `tx` sees: the changed rows since it last
+/// looked, or everything when it never loaded, fell behind the change log, or too much
+/// changed for row-by-row updates to pay.
+fn sync_index(tx: &Transaction<'_>, index: &mut Index) -> Result<()> {
+    let last: i64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM changes", [], |r| r.get(0))?;
+    if let Some(synced) = index.synced {
+        if synced == last {
+            return Ok(());
+        }
+        let first: i64 =
+            tx.query_row("SELECT coalesce(min(seq), 0) FROM changes", [], |r| r.get(0))?;
+        if synced < last && first <= synced + 1 {
+            let rowids: Vec<i64> = tx
+                .prepare_cached("SELECT DISTINCT memory FROM changes WHERE seq > ?1")?
+                .query_map([synced], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            if rowids.len() <= index.len() / 4 + 1000 {
+                let mut select = tx.prepare_cached(&format!("{ROW_SELECT} WHERE m.rowid = ?1"))?;
+                let mut tags =
+                    tx.prepare_cached("SELECT tag FROM memory_tags WHERE memory = ?1")?;
+                for rowid in rowids {
+                    let t: Vec<String> =
+                        tags.query_map([rowid], |r| r.get(0))?.collect::<Result<_, _>>()?;
+                    let mut rows = select.query([rowid])?;
+                    match rows.next()? {
+                        Some(r) => index.upsert(read_row(r, t)?),
+                        None => index.remove(rowid),
+                    }
+                }
+                index.synced = Some(last);
+                return Ok(());
+            }
+        }
+    }
+    let started = std::time::Instant::now();
+    let mut fresh = Index::default();
+    let mut tags: HashMap<i64, Vec<String>> = HashMap::new();
+    {
+        let mut stmt = tx.prepare("SELECT memory, tag FROM memory_tags")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            tags.entry(r.get(0)?).or_default().push(r.get(1)?);
+        }
+    }
+    let mut stmt = tx.prepare(ROW_SELECT)?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let rowid: i64 = r.get(0)?;
+        fresh.upsert(read_row(r, tags.remove(&rowid).unwrap_or_default())?);
+    }
+    fresh.recentre_all();
+    fresh.synced = Some(last);
+    tracing::debug!(
+        records = fresh.len(),
+        ms = started.elapsed().as_millis() as u64,
+        "search index loaded"
+    );
+    *index = fresh;
+    Ok(())
 }

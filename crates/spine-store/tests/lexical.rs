@@ -121,7 +121,7 @@ fn migrating_a_v2_database_backfills_the_lexical_index() {
     assert_eq!(indexed(&store, "future"), 1);
     let conn = Connection::open(store.path()).unwrap();
     let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
-    assert_eq!(version, 4, "every migration applied");
+    assert_eq!(version, 5, "every migration applied");
 }
 
 #[test]
