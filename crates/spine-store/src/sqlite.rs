@@ -189,6 +189,15 @@ impl SqliteStore {
         Ok(store)
     }
 
+    /// Loads the search index now rather than on the first search (a server calls this on a
+    /// background thread at start-up; at a million records the load takes seconds).
+    pub fn warm_index(&self) -> Result<()> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        sync_index(&tx, &mut index)
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path

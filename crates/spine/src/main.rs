@@ -111,7 +111,14 @@ fn build_service(common: &Common) -> Result<Service> {
         .with_context(|| format!("opening the store in {}", data_dir.display()))?;
     embedder::check_identity(&store, embedder.as_ref(), &common.embedder, &data_dir)?;
     tracing::info!(db = %store.path().display(), model = %model_dir.display(), "store open");
-    let mut service = Service::new(Arc::new(store), embedder, Arc::new(SystemClock), limits);
+    let store = Arc::new(store);
+    let warm = store.clone();
+    std::thread::Builder::new().name("index-load".into()).spawn(move || {
+        if let Err(e) = warm.warm_index() {
+            tracing::warn!(error = %e, "loading the search index failed; the first search retries");
+        }
+    })?;
+    let mut service = Service::new(store, embedder, Arc::new(SystemClock), limits);
     if let Some(config) = RerankConfig::from_env().map_err(anyhow::Error::msg)? {
         tracing::info!(url = %config.url, model = ?config.model, "reranking search results (SPINE_SEARCH_RANKER=jev)");
         let reranker = HttpReranker::new(config).context("setting up the reranker")?;
