@@ -4,11 +4,14 @@
 //! ```text
 //! cargo run --release -p spine-bench -- search 10000 100000   # search latency at each size
 //! cargo run --release -p spine-bench -- ingest 500            # store_memory rate, with embedding
+//! cargo run --release -p spine-bench -- eval 2000             # retrieval quality (see eval.rs)
 //! ```
 //!
 //! Search figures exclude the query embedding (SPEC targets do): the query vector is
 //! computed once and then served from a memo. Record vectors are random unit vectors, so the
 //! scan does the same work as with real ones; the store holds one scope of N records.
+
+mod eval;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -182,6 +185,9 @@ fn main() -> Result<()> {
     match args.first().map(String::as_str) {
         Some("search") => search(&numbers(1)?),
         Some("ingest") => ingest(numbers(1)?.first().copied().unwrap_or(500)),
-        _ => bail!("usage: spine-bench search N [N…] | spine-bench ingest N"),
+        Some("eval") => eval::eval(numbers(1)?.first().copied().unwrap_or(eval::DEFAULT_DOCS)),
+        _ => {
+            bail!("usage: spine-bench search N [N…] | spine-bench ingest N | spine-bench eval [N]")
+        }
     }
 }
