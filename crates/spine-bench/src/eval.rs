@@ -523,16 +523,18 @@ fn run_mode(
     Ok(score)
 }
 
-/// Runs the evaluation with `n` documents.
-pub fn eval(n: usize) -> Result<()> {
-    let total = Instant::now();
-    if n == 0 {
-        bail!("eval needs at least one document");
-    }
-    let limits = Limits::default();
+/// The corpus: its crates and `n` pairs sampled from them (seeded), in walk order.
+struct Corpus {
+    sources: Vec<CrateSource>,
+    sample: Vec<Pair>,
+    /// Documented functions found.
+    extracted: usize,
+    /// Left after de-duplication.
+    available: usize,
+}
 
-    // 1. The corpus.
-    let t = Instant::now();
+/// Builds the corpus and samples `n` pairs.
+fn corpus(n: usize, limits: &Limits) -> Result<Corpus> {
     let lock_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.lock");
     let lock = std::fs::read_to_string(&lock_path)
         .with_context(|| format!("reading {}", lock_path.display()))?;
@@ -591,7 +593,35 @@ pub fn eval(n: usize) -> Result<()> {
             pairs[i].1.clone()
         })
         .collect();
-    drop(pairs);
+    Ok(Corpus { sources, sample, extracted, available })
+}
+
+/// `n` real texts of the corpus (queries and documents, alternating) for `scale.rs`, which
+/// shapes benchmark vectors after their embeddings.
+pub fn real_texts(n: usize) -> Result<Vec<String>> {
+    let limits = Limits::default();
+    let pairs = n.div_ceil(2);
+    let sample = corpus(pairs, &limits)?.sample;
+    let mut out = Vec::with_capacity(n);
+    for p in sample {
+        out.push(p.query);
+        out.push(p.code);
+    }
+    out.truncate(n);
+    Ok(out)
+}
+
+/// Runs the evaluation with `n` documents.
+pub fn eval(n: usize) -> Result<()> {
+    let total = Instant::now();
+    if n == 0 {
+        bail!("eval needs at least one document");
+    }
+    let limits = Limits::default();
+
+    // 1. The corpus.
+    let t = Instant::now();
+    let Corpus { sources, sample, extracted, available } = corpus(n, &limits)?;
     let corpus_secs = t.elapsed().as_secs_f64();
 
     // 2. The store: one scope, vectors computed in batches.

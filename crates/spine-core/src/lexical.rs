@@ -36,6 +36,17 @@ pub fn terms(text: &str) -> Vec<String> {
     out
 }
 
+/// The terms of a record: those of its content, summary and tags (what its lexical score is
+/// computed over).
+pub fn record_terms(content: &str, summary: &str, tags: &[String]) -> Vec<String> {
+    let mut out = terms(content);
+    out.extend(terms(summary));
+    for tag in tags {
+        out.extend(terms(tag));
+    }
+    out
+}
+
 /// The distinct terms of a query, in order of first appearance.
 pub fn query_terms(text: &str) -> Vec<String> {
     let mut out = terms(text);

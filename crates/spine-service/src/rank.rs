@@ -31,6 +31,45 @@ pub fn rerank_pool(k: usize) -> usize {
     (k * 8).max(64)
 }
 
+/// BM25 parameters (the usual defaults: Lucene, Elasticsearch, SQLite FTS5).
+const K1: f32 = 1.2;
+const B: f32 = 0.75;
+
+/// The BM25 relevance of each document (its `spine_core::lexical` terms) to the query terms,
+/// with document frequencies and the average length taken over `docs` themselves — the
+/// pool being re-ordered — rather than the whole store.
+///
+/// Pool statistics cost nothing to gather (the pool is read anyway), involve only records
+/// the caller may read (nothing about other owners' records can sway the order), and
+/// weight terms by how well they separate the candidates being ordered: a term every
+/// candidate shares moves none of them. IDF is the non-negative Lucene form
+/// `ln(1 + (N − df + 0.5) / (df + 0.5))`.
+pub fn bm25(query_terms: &[String], docs: &[Vec<String>]) -> Vec<f32> {
+    let n = docs.len() as f32;
+    if docs.is_empty() || query_terms.is_empty() {
+        return vec![0.0; docs.len()];
+    }
+    let avgdl = (docs.iter().map(Vec::len).sum::<usize>() as f32 / n).max(1.0);
+    // tf[d][q]: occurrences of query term q in document d.
+    let tf: Vec<Vec<f32>> = docs
+        .iter()
+        .map(|d| query_terms.iter().map(|q| d.iter().filter(|t| *t == q).count() as f32).collect())
+        .collect();
+    let idf: Vec<f32> = (0..query_terms.len())
+        .map(|q| {
+            let df = tf.iter().filter(|d| d[q] > 0.0).count() as f32;
+            (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+        })
+        .collect();
+    docs.iter()
+        .zip(&tf)
+        .map(|(d, tf)| {
+            let norm = K1 * (1.0 - B + B * d.len() as f32 / avgdl);
+            tf.iter().zip(&idf).map(|(f, idf)| idf * f * (K1 + 1.0) / (f + norm)).sum()
+        })
+        .collect()
+}
+
 /// A pool candidate with its ordering key.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fused {
@@ -115,5 +154,39 @@ mod tests {
         let pool = [(0.9, id[0]), (0.89, id[1])];
         assert_eq!(order(&fuse(&pool, &[(id[1], 5.0)], 0.0)), id);
         assert_eq!(order(&fuse(&pool, &[(id[1], 5.0)], LEXICAL_WEIGHT)), vec![id[1], id[0]]);
+    }
+
+    fn terms(s: &str) -> Vec<String> {
+        spine_core::lexical::terms(s)
+    }
+
+    #[test]
+    fn bm25_rewards_rare_terms_and_repeats_and_ignores_absent_ones() {
+        let docs = vec![
+            terms("retry the upload with backoff"),
+            terms("the upload failed"),
+            terms("parse_config reads the config file"),
+            terms("parse_config parse_config twice"),
+        ];
+        let s = bm25(&spine_core::lexical::query_terms("parse_config upload"), &docs);
+        assert!(s.iter().all(|x| *x > 0.0));
+        assert!(s[3] > s[2], "a repeated term scores higher: {s:?}");
+        let none = bm25(&spine_core::lexical::query_terms("nothing matches"), &docs);
+        assert!(none.iter().all(|x| *x == 0.0));
+        assert!(bm25(&[], &docs).iter().all(|x| *x == 0.0));
+        assert!(bm25(&spine_core::lexical::query_terms("x"), &[]).is_empty());
+    }
+
+    #[test]
+    fn bm25_weights_a_term_by_how_few_pool_documents_share_it() {
+        // "shared" is in three of four documents, "rare" in one.
+        let docs = vec![
+            terms("shared alpha"),
+            terms("shared beta"),
+            terms("shared gamma"),
+            terms("rare delta"),
+        ];
+        let s = bm25(&spine_core::lexical::query_terms("shared rare"), &docs);
+        assert!(s[3] > s[0] && s[0] == s[1] && s[1] == s[2], "{s:?}");
     }
 }

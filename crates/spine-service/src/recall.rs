@@ -183,19 +183,32 @@ impl Service {
             .map(|n| (n.score, n.id))
             .collect();
         // SPEC search rule 1: the pool re-ordered by cosine plus normalised BM25.
+        // get_many skips a record deleted since the scan; keep the others with their scores.
         let ids: Vec<RecordId> = pool.iter().map(|(_, id)| *id).collect();
-        let lexical = self
+        let mut records: std::collections::HashMap<RecordId, spine_core::Memory> = self
             .store
-            .lexical_scores(&spine_core::lexical::query_terms(&a.query), &ids)
-            .map_err(store_error)?;
+            .get_many(&ids)
+            .map_err(store_error)?
+            .into_iter()
+            .map(|m| (m.id, m))
+            .collect();
+        let pool: Vec<(f32, RecordId)> =
+            pool.into_iter().filter(|(_, id)| records.contains_key(id)).collect();
+        let docs: Vec<Vec<String>> = pool
+            .iter()
+            .map(|(_, id)| {
+                let m = &records[id];
+                spine_core::lexical::record_terms(&m.content, &m.summary, &m.tags)
+            })
+            .collect();
+        let bm25 = rank::bm25(&spine_core::lexical::query_terms(&a.query), &docs);
+        let lexical: Vec<(RecordId, f32)> =
+            pool.iter().zip(bm25).filter(|(_, s)| *s > 0.0).map(|((_, id), s)| (*id, s)).collect();
         let mut fused = rank::fuse(&pool, &lexical, self.lexical_weight);
         fused.truncate(k);
-        let top: Vec<RecordId> = fused.iter().map(|f| f.id).collect();
-        // get_many skips a record deleted since the scan; keep the others with their scores.
-        let mut records = self.store.get_many(&top).map_err(store_error)?.into_iter().peekable();
         let ranked: Vec<(f32, f32, spine_core::Memory)> = fused
             .iter()
-            .filter_map(|f| records.next_if(|m| m.id == f.id).map(|m| (f.fused, f.dense, m)))
+            .filter_map(|f| records.remove(&f.id).map(|m| (f.fused, f.dense, m)))
             .collect();
         // SPEC search rule 5: the reranker reorders the k hits of the default order.
         let ranked = self.apply_reranker(&a.query, ranked, |(_, _, m)| &m.content);

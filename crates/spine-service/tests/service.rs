@@ -567,6 +567,30 @@ fn error_string_query_ranks_the_record_quoting_it_first() {
 }
 
 #[test]
+fn other_owners_records_do_not_sway_the_lexical_order() {
+    // Two of alice's records each carry one of the query's two rare words, and sit close by
+    // cosine; bob then stores many private records carrying one of them. Term statistics
+    // taken over the whole store would make that word common and flip alice's order; they
+    // are taken over the caller's pool, so nothing bob keeps can change what alice sees.
+    let e = env();
+    let (a, b) = ("The zorblax setting is enabled.", "The quuxify setting is enabled.");
+    e.store(&alice(), a, json!({}));
+    e.store(&alice(), b, json!({}));
+    let query = json!({"query": "zorblax quuxify setting", "scope": SCOPE, "k": 2});
+    let before = e.search(&alice(), query.clone());
+    let hits = before["memories"].as_array().unwrap();
+    let gap = (hits[0]["score"].as_f64().unwrap() - hits[1]["score"].as_f64().unwrap()).abs();
+    assert!(gap < 0.1, "the two records must be within the lexical weight: {gap}");
+    for i in 0..40 {
+        let word = if contents(&before)[0] == a { "zorblax" } else { "quuxify" };
+        e.store(&bob(), &format!("Note {i}: {word} appears in bob's notes."), json!({}));
+    }
+    let after = e.search(&alice(), query);
+    assert_eq!(contents(&after), contents(&before));
+    assert_eq!(after["memories"], before["memories"]);
+}
+
+#[test]
 fn a_query_sharing_no_words_with_a_record_still_finds_it_first() {
     let e = env();
     seed(&e);

@@ -296,17 +296,6 @@ pub trait Store: Send + Sync {
         limit: usize,
     ) -> Result<Vec<TagCount>>;
 
-    /// BM25 relevance (higher = better, always positive) of each of `ids` whose indexed
-    /// terms (content, summary and tags, per `spine_core::lexical`) contain any of
-    /// `query_terms`; ids matching none are left out. Sorted by relevance, best first.
-    /// Term statistics span the whole store. Callers pass only ids that an access-checked
-    /// query returned.
-    fn lexical_scores(
-        &self,
-        query_terms: &[String],
-        ids: &[RecordId],
-    ) -> Result<Vec<(RecordId, f32)>>;
-
     /// Stores `new` and stamps `superseded_by = new.id` on every target, in one transaction,
     /// recording `idempotency` (when given) in the same transaction. The targets are
     /// re-checked inside the transaction: each must be owned by `access`, have no successor

@@ -79,7 +79,7 @@ const MIGRATIONS: &[&str] = &[
     // `lexical::JOINERS`; the `ascii` tokenizer with every joiner as a token character keeps
     // each term one FTS5 token, so FTS5 matches exactly the terms the tokenizer produced.
     // Contentless (the terms are derived from the payload); a trigger follows deletes.
-    // Existing rows are filled by `backfill_lexical`.
+    // Superseded by pool-local BM25 in the service and dropped by step 6.
     r#"CREATE VIRTUAL TABLE memory_fts USING fts5(
         terms,
         content = '',
@@ -116,6 +116,10 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER changes_vector_update AFTER UPDATE ON vectors BEGIN
         INSERT INTO changes (memory) VALUES (new.memory);
     END;",
+    // 6: lexical scoring moved to the service (BM25 over the search pool, see
+    // `spine_service::rank::bm25`); the FTS5 index of step 3 is no longer read.
+    "DROP TRIGGER memories_fts_delete;
+    DROP TABLE memory_fts;",
 ];
 
 /// The indexed fields of a record and its vector, for `Row`; append `WHERE ...`.
@@ -149,15 +153,6 @@ fn read_row(r: &rusqlite::Row<'_>, tags: Vec<String>) -> Result<Row> {
         tags,
         vector,
     })
-}
-
-/// The Rust half of a migration step, run right after that step's SQL in the same
-/// transaction: backfills that SQL alone cannot compute.
-fn migration_code(step: usize) -> Option<fn(&Transaction<'_>) -> Result<()>> {
-    match step {
-        3 => Some(backfill_lexical),
-        _ => None,
-    }
 }
 
 /// SQLite-backed [`Store`].
@@ -223,9 +218,6 @@ impl SqliteStore {
         }
         for (i, step) in MIGRATIONS.iter().enumerate().skip(applied) {
             tx.execute_batch(step)?;
-            if let Some(code) = migration_code(i + 1) {
-                code(&tx)?;
-            }
             tx.pragma_update(None, "user_version", (i + 1) as i64)?;
             tracing::info!(step = i + 1, "applied store migration");
         }
@@ -289,62 +281,7 @@ fn write_row(tx: &Transaction<'_>, m: &Memory, body: &str) -> Result<i64> {
     for tag in &m.tags {
         ins.execute(params![rowid, tag])?;
     }
-    write_lexical(tx, rowid, &lexical_document(&m.content, &m.summary, &m.tags))?;
     Ok(rowid)
-}
-
-/// The indexed terms of a record: those of its content, summary and tags, space-separated.
-fn lexical_document(content: &str, summary: &str, tags: &[String]) -> String {
-    let mut terms = spine_core::lexical::terms(content);
-    terms.extend(spine_core::lexical::terms(summary));
-    for tag in tags {
-        terms.extend(spine_core::lexical::terms(tag));
-    }
-    terms.join(" ")
-}
-
-fn write_lexical(tx: &Transaction<'_>, rowid: i64, document: &str) -> Result<()> {
-    tx.prepare_cached("INSERT OR REPLACE INTO memory_fts (rowid, terms) VALUES (?1, ?2)")?
-        .execute(params![rowid, document])?;
-    Ok(())
-}
-
-/// Migration 3: index every existing record. Reads the payload keys directly rather than
-/// decoding the whole record, so a payload this binary cannot decode still gets indexed.
-fn backfill_lexical(tx: &Transaction<'_>) -> Result<()> {
-    let mut rows = tx.prepare(
-        "SELECT rowid,
-            CAST(coalesce(json_extract(body, '$.content'), '') AS TEXT),
-            CAST(coalesce(json_extract(body, '$.summary'), '') AS TEXT),
-            CAST(coalesce(json_extract(body, '$.tags'), '[]') AS TEXT)
-         FROM memories",
-    )?;
-    let mut rows = rows.query([])?;
-    while let Some(r) = rows.next()? {
-        let tags: Vec<String> = serde_json::from_str(&r.get::<_, String>(3)?).unwrap_or_default();
-        let document = lexical_document(&r.get::<_, String>(1)?, &r.get::<_, String>(2)?, &tags);
-        write_lexical(tx, r.get(0)?, &document)?;
-    }
-    Ok(())
-}
-
-/// An FTS5 query matching any of `terms`. Each term is a quoted string (inner quotes
-/// doubled), so FTS5 operators and syntax characters in a term are only text. NUL is dropped:
-/// FTS5 reads the query as a C string, and no indexed term contains one.
-fn any_term_query(terms: &[String]) -> String {
-    let quoted = |t: &String| {
-        let mut q = String::with_capacity(t.len() + 2);
-        q.push('"');
-        for c in t.chars().filter(|c| *c != '\0') {
-            if c == '"' {
-                q.push('"');
-            }
-            q.push(c);
-        }
-        q.push('"');
-        q
-    };
-    terms.iter().map(quoted).collect::<Vec<_>>().join(" OR ")
 }
 
 fn write_vector(tx: &Transaction<'_>, rowid: i64, e: Embedding<'_>) -> Result<()> {
@@ -707,54 +644,6 @@ impl Store for SqliteStore {
             })?
             .collect::<Result<_, _>>()?;
         Ok(rows)
-    }
-
-    fn lexical_scores(
-        &self,
-        query_terms: &[String],
-        ids: &[RecordId],
-    ) -> Result<Vec<(RecordId, f32)>> {
-        if query_terms.is_empty() || ids.is_empty() {
-            return Ok(vec![]);
-        }
-        let conn = self.lock();
-        let mut by_rowid = HashMap::with_capacity(ids.len());
-        {
-            let mut stmt = conn.prepare_cached("SELECT rowid FROM memories WHERE id = ?1")?;
-            for id in ids {
-                if let Some(rowid) =
-                    stmt.query_row([id.to_string()], |r| r.get::<_, i64>(0)).optional()?
-                {
-                    by_rowid.insert(rowid, *id);
-                }
-            }
-        }
-        if by_rowid.is_empty() {
-            return Ok(vec![]);
-        }
-        // `+rowid` keeps the id list away from FTS5's planner: one pass over the matches,
-        // with bm25's document frequencies computed once, instead of one FTS5 query (and one
-        // frequency scan per term) for each id.
-        let marks = vec!["?"; by_rowid.len()].join(", ");
-        let mut stmt = conn.prepare(&format!(
-            "SELECT rowid, bm25(memory_fts) FROM memory_fts
-             WHERE memory_fts MATCH ? AND +rowid IN ({marks})"
-        ))?;
-        let params = std::iter::once(Value::Text(any_term_query(query_terms)))
-            .chain(by_rowid.keys().map(|r| Value::Integer(*r)));
-        let rows = stmt.query_map(params_from_iter(params), |r| {
-            Ok((r.get::<_, i64>(0)?, r.get::<_, f64>(1)?))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (rowid, bm25) = row?;
-            if let Some(id) = by_rowid.get(&rowid) {
-                // FTS5's bm25() is lower-is-better (negative for a match).
-                out.push((*id, -bm25 as f32));
-            }
-        }
-        out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        Ok(out)
     }
 
     fn supersede(
