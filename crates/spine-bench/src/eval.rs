@@ -596,19 +596,10 @@ fn corpus(n: usize, limits: &Limits) -> Result<Corpus> {
     Ok(Corpus { sources, sample, extracted, available })
 }
 
-/// `n` real texts of the corpus (queries and documents, alternating) for `scale.rs`, which
-/// shapes benchmark vectors after their embeddings.
+/// `n` real texts of the corpus (the queries: short sentences, quick to embed) for
+/// `scale.rs`, which shapes benchmark vectors after their embeddings.
 pub fn real_texts(n: usize) -> Result<Vec<String>> {
-    let limits = Limits::default();
-    let pairs = n.div_ceil(2);
-    let sample = corpus(pairs, &limits)?.sample;
-    let mut out = Vec::with_capacity(n);
-    for p in sample {
-        out.push(p.query);
-        out.push(p.code);
-    }
-    out.truncate(n);
-    Ok(out)
+    Ok(corpus(n, &Limits::default())?.sample.into_iter().map(|p| p.query).collect())
 }
 
 /// Runs the evaluation with `n` documents.

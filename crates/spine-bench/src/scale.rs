@@ -137,9 +137,9 @@ pub fn run(
     let shapes = Shapes { base };
     let text = "which module handles authentication requests";
     println!(
-        "| records | layout | p50 ms | p95 ms | p99 ms | recall@10 | RSS MiB | index load s | ingest s |"
+        "| records | layout | p50 ms | p95 ms | p99 ms | index p50 ms | recall@10 | RSS MiB | index load s | ingest s |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for &n in sizes {
         let dir = tempfile::tempdir()?;
         let store = Arc::new(SqliteStore::open(dir.path())?);

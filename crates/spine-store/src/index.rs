@@ -205,6 +205,8 @@ struct Compiled {
 pub(crate) struct Index {
     /// The change-log sequence number this index reflects; `None` until first loaded.
     pub synced: Option<i64>,
+    /// Set during a full load, which re-centres once at the end instead of as it grows.
+    pub bulk_loading: bool,
     strings: HashMap<Box<str>, u32>,
     slot_of: HashMap<i64, u32>,
     free: Vec<u32>,
@@ -293,7 +295,10 @@ impl Index {
                 space.grow(slots);
                 space.set(slot, &v);
                 self.model[slot] = model;
-                if space.encoded >= 1000 && space.encoded >= 2 * space.centred_at.max(1) {
+                if !self.bulk_loading
+                    && space.encoded >= 1000
+                    && space.encoded >= 2 * space.centred_at.max(1)
+                {
                     self.recentre(model);
                 }
             }

@@ -12,6 +12,7 @@
 //! every write, in the same transaction.
 #![deny(missing_docs)]
 
+mod gate;
 mod index;
 mod sqlite;
 

@@ -5,7 +5,6 @@
 //! write that touches several tables runs in one transaction, so a crash leaves either the
 //! old or the new state, never a half-written record.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
@@ -24,7 +23,7 @@ use crate::{
 
 /// SQL that stamps the current schema version on a payload edited in place, never lowering
 /// it (SPEC Versioning 2 and 4). `body` is the column being updated.
-const STAMP_VERSION: &str =
+pub(crate) const STAMP_VERSION: &str =
     "'$.schema_version', max(coalesce(json_extract(body, '$.schema_version'), 0), ?)";
 
 /// The database file name inside the data directory.
@@ -120,21 +119,30 @@ const MIGRATIONS: &[&str] = &[
     // `spine_service::rank::bm25`); the FTS5 index of step 3 is no longer read.
     "DROP TRIGGER memories_fts_delete;
     DROP TABLE memory_fts;",
+    // 7: the extract-before-delete gate of `spine-review purge`: which records `spine export`
+    // wrote out, and a digest of each as written (`SqliteStore::record_digest`); a record
+    // changed since its export no longer passes the gate.
+    "CREATE TABLE exported (
+        id TEXT PRIMARY KEY,
+        digest TEXT NOT NULL,
+        exported_at INTEGER NOT NULL,
+        file TEXT NOT NULL
+    ) WITHOUT ROWID;",
 ];
 
-/// The indexed fields of a record and its vector, for `Row`; append `WHERE ...`.
+/// The indexed fields of a record, for `Row`; append `WHERE ...` or `ORDER BY ...`.
 const ROW_SELECT: &str = "SELECT m.rowid, m.id, m.owner, m.visibility = 'shared', m.scope,
         m.category, CASE WHEN m.category = 'discovery' THEN json_extract(m.body, '$.kind') END,
         m.created_at, m.archived_at IS NOT NULL, m.superseded_by IS NOT NULL, m.not_before,
-        m.not_after, v.model, v.vec
-     FROM memories m LEFT JOIN vectors v ON v.memory = m.rowid";
+        m.not_after
+     FROM memories m";
 
-fn read_row(r: &rusqlite::Row<'_>, tags: Vec<String>) -> Result<Row> {
+fn read_row(
+    r: &rusqlite::Row<'_>,
+    tags: Vec<String>,
+    vector: Option<(String, Vec<f32>)>,
+) -> Result<Row> {
     let id: String = r.get(1)?;
-    let vector = match (r.get::<_, Option<String>>(12)?, r.get::<_, Option<Vec<u8>>>(13)?) {
-        (Some(model), Some(blob)) => Some((model, blob_to_vec(&blob))),
-        _ => None,
-    };
     Ok(Row {
         rowid: r.get(0)?,
         id: RecordId::parse(&id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))?,
@@ -198,7 +206,7 @@ impl SqliteStore {
         &self.path
     }
 
-    fn lock(&self) -> MutexGuard<'_, Connection> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock cannot leave SQLite half-written (transactions
         // roll back on drop), so a poisoned lock is safe to reuse.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
@@ -226,19 +234,19 @@ impl SqliteStore {
     }
 }
 
-fn decode(body: &str) -> Result<Memory> {
+pub(crate) fn decode(body: &str) -> Result<Memory> {
     serde_json::from_str(body).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-fn encode(m: &Memory) -> Result<String> {
+pub(crate) fn encode(m: &Memory) -> Result<String> {
     serde_json::to_string(m).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-fn vec_to_blob(v: &[f32]) -> Vec<u8> {
+pub(crate) fn vec_to_blob(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-fn blob_to_vec(b: &[u8]) -> Vec<f32> {
+pub(crate) fn blob_to_vec(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
@@ -247,7 +255,7 @@ fn secs(v: Option<EpochSeconds>) -> Option<i64> {
 }
 
 /// Writes the indexed columns and tags of `m` at `rowid` (payload already encoded).
-fn write_row(tx: &Transaction<'_>, m: &Memory, body: &str) -> Result<i64> {
+pub(crate) fn write_row(tx: &Transaction<'_>, m: &Memory, body: &str) -> Result<i64> {
     tx.execute(
         "INSERT INTO memories (id, short_id, owner, visibility, scope, category, created_at,
             not_before, not_after, archived_at, superseded_by, body)
@@ -284,7 +292,7 @@ fn write_row(tx: &Transaction<'_>, m: &Memory, body: &str) -> Result<i64> {
     Ok(rowid)
 }
 
-fn write_vector(tx: &Transaction<'_>, rowid: i64, e: Embedding<'_>) -> Result<()> {
+pub(crate) fn write_vector(tx: &Transaction<'_>, rowid: i64, e: Embedding<'_>) -> Result<()> {
     tx.execute(
         "INSERT INTO vectors (memory, model, dims, vec) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT(memory) DO UPDATE SET model = excluded.model, dims = excluded.dims,
@@ -295,17 +303,17 @@ fn write_vector(tx: &Transaction<'_>, rowid: i64, e: Embedding<'_>) -> Result<()
 }
 
 /// A WHERE clause under construction with its positional parameters.
-struct Where {
-    sql: String,
-    params: Vec<Value>,
+pub(crate) struct Where {
+    pub(crate) sql: String,
+    pub(crate) params: Vec<Value>,
 }
 
 impl Where {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Where { sql: String::from("1 = 1"), params: Vec::new() }
     }
 
-    fn and(&mut self, clause: &str, params: impl IntoIterator<Item = Value>) {
+    pub(crate) fn and(&mut self, clause: &str, params: impl IntoIterator<Item = Value>) {
         self.sql.push_str(" AND (");
         self.sql.push_str(clause);
         self.sql.push(')');
@@ -314,7 +322,7 @@ impl Where {
 
     /// SPEC Authentication 4: own + shared when authenticated, own (ownerless) when
     /// anonymous; a NULL owner (legacy record, no owner key) never matches.
-    fn access(&mut self, a: &Access) {
+    pub(crate) fn access(&mut self, a: &Access) {
         if a.include_shared {
             self.and(
                 "m.owner IS NOT NULL AND (m.owner = ? OR m.visibility = 'shared')",
@@ -325,7 +333,7 @@ impl Where {
         }
     }
 
-    fn filter(&mut self, f: &Filter) {
+    pub(crate) fn filter(&mut self, f: &Filter) {
         if let ScopeFilter::One(scope) = &f.scope {
             self.and("m.scope = ?", [Value::Text(scope.as_str().to_owned())]);
         }
@@ -376,7 +384,7 @@ impl Where {
 
     /// The recall gate in SQL; mirrors `spine_core::derive_states` (half-open window in
     /// whole seconds, expired suppressing scheduled).
-    fn gate(&mut self, g: Gate) {
+    pub(crate) fn gate(&mut self, g: Gate) {
         let now = |t: Timestamp| Value::Integer(t.to_epoch_seconds().as_secs());
         const NOT_EXPIRED: &str = "(m.not_after IS NULL OR m.not_after > ?)";
         match g {
@@ -406,7 +414,7 @@ impl Where {
     }
 }
 
-fn resolve_in(conn: &Connection, access: &Access, id: &IdRef) -> Result<Option<Memory>> {
+pub(crate) fn resolve_in(conn: &Connection, access: &Access, id: &IdRef) -> Result<Option<Memory>> {
     let mut w = Where::new();
     match id {
         IdRef::Id(id) => w.and("m.id = ?", [Value::Text(id.to_string())]),
@@ -943,12 +951,17 @@ fn sync_index(tx: &Transaction<'_>, index: &mut Index) -> Result<()> {
                 let mut select = tx.prepare_cached(&format!("{ROW_SELECT} WHERE m.rowid = ?1"))?;
                 let mut tags =
                     tx.prepare_cached("SELECT tag FROM memory_tags WHERE memory = ?1")?;
+                let mut vector =
+                    tx.prepare_cached("SELECT model, vec FROM vectors WHERE memory = ?1")?;
                 for rowid in rowids {
                     let t: Vec<String> =
                         tags.query_map([rowid], |r| r.get(0))?.collect::<Result<_, _>>()?;
+                    let v: Option<(String, Vec<u8>)> =
+                        vector.query_row([rowid], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+                    let v = v.map(|(model, blob)| (model, blob_to_vec(&blob)));
                     let mut rows = select.query([rowid])?;
                     match rows.next()? {
-                        Some(r) => index.upsert(read_row(r, t)?),
+                        Some(r) => index.upsert(read_row(r, t, v)?),
                         None => index.remove(rowid),
                     }
                 }
@@ -957,22 +970,58 @@ fn sync_index(tx: &Transaction<'_>, index: &mut Index) -> Result<()> {
             }
         }
     }
+    // A full load reads the three tables in rowid order side by side (a merge join): each
+    // is one sequential scan, where a join would seek the vectors' B-tree once per record.
     let started = std::time::Instant::now();
     let mut fresh = Index::default();
-    let mut tags: HashMap<i64, Vec<String>> = HashMap::new();
-    {
-        let mut stmt = tx.prepare("SELECT memory, tag FROM memory_tags")?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
-            tags.entry(r.get(0)?).or_default().push(r.get(1)?);
-        }
-    }
-    let mut stmt = tx.prepare(ROW_SELECT)?;
+    fresh.bulk_loading = true;
+    let mut tag_stmt = tx.prepare("SELECT memory, tag FROM memory_tags ORDER BY memory")?;
+    let mut tag_rows = tag_stmt.query([])?;
+    let mut next_tag: Option<(i64, String)> = match tag_rows.next()? {
+        Some(r) => Some((r.get(0)?, r.get(1)?)),
+        None => None,
+    };
+    let mut vec_stmt = tx.prepare("SELECT memory, model, vec FROM vectors ORDER BY memory")?;
+    let mut vec_rows = vec_stmt.query([])?;
+    let mut next_vec: Option<(i64, String, Vec<f32>)> = match vec_rows.next()? {
+        Some(r) => Some((r.get(0)?, r.get(1)?, blob_to_vec(&r.get::<_, Vec<u8>>(2)?))),
+        None => None,
+    };
+    let mut stmt = tx.prepare(&format!("{ROW_SELECT} ORDER BY m.rowid"))?;
     let mut rows = stmt.query([])?;
     while let Some(r) = rows.next()? {
         let rowid: i64 = r.get(0)?;
-        fresh.upsert(read_row(r, tags.remove(&rowid).unwrap_or_default())?);
+        let mut tags = Vec::new();
+        while let Some((memory, tag)) = next_tag.take() {
+            if memory > rowid {
+                next_tag = Some((memory, tag));
+                break;
+            }
+            if memory == rowid {
+                tags.push(tag);
+            }
+            next_tag = match tag_rows.next()? {
+                Some(t) => Some((t.get(0)?, t.get(1)?)),
+                None => None,
+            };
+        }
+        let mut vector = None;
+        while let Some((memory, model, v)) = next_vec.take() {
+            if memory > rowid {
+                next_vec = Some((memory, model, v));
+                break;
+            }
+            if memory == rowid {
+                vector = Some((model, v));
+            }
+            next_vec = match vec_rows.next()? {
+                Some(t) => Some((t.get(0)?, t.get(1)?, blob_to_vec(&t.get::<_, Vec<u8>>(2)?))),
+                None => None,
+            };
+        }
+        fresh.upsert(read_row(r, tags, vector)?);
     }
+    fresh.bulk_loading = false;
     fresh.recentre_all();
     fresh.synced = Some(last);
     tracing::debug!(

@@ -7,20 +7,20 @@
 //! - A store holding vectors of another embedder is refused at start-up; `spine reindex`
 //!   re-embeds it (docs/embeddings.md).
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, ValueEnum};
-use indicatif::{ProgressBar, ProgressStyle};
 use spine_core::RecordId;
 use spine_embed::{
     BuiltinEmbedder, CachedEmbedder, DIMS, EmbedError, Embedder, MODEL_ID, OpenAiConfig,
     OpenAiEmbedder,
 };
 use spine_store::{Embedding, SqliteStore, Store};
+
+use crate::ops::Progress;
 
 type Loaded = Result<BuiltinEmbedder, String>;
 
@@ -229,63 +229,6 @@ pub struct ReindexSummary {
     pub models: Vec<(String, u64)>,
 }
 
-/// How progress is shown: a bar on a terminal, plain lines (at most one a second)
-/// otherwise.
-enum Progress {
-    Bar(ProgressBar),
-    Lines { last: Instant, total: u64, done: u64 },
-}
-
-impl Progress {
-    fn new(total: u64) -> Self {
-        if std::io::stderr().is_terminal() {
-            let bar = ProgressBar::new(total);
-            if let Ok(style) = ProgressStyle::with_template(
-                "re-embedding {wide_bar} {pos}/{len} records ({rate}, eta {eta})",
-            ) {
-                bar.set_style(style.with_key(
-                    "rate",
-                    |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                        let _ = write!(w, "{:.0}/s", s.per_sec());
-                    },
-                ));
-            }
-            Progress::Bar(bar)
-        } else {
-            eprintln!("reindex: {total} record{} to re-embed", plural(total));
-            Progress::Lines { last: Instant::now(), total, done: 0 }
-        }
-    }
-
-    fn advance(&mut self, n: u64) {
-        match self {
-            Progress::Bar(bar) => {
-                bar.inc(n);
-                if bar.position() > bar.length().unwrap_or(0) {
-                    bar.set_length(bar.position());
-                }
-            }
-            Progress::Lines { last, total, done } => {
-                *done += n;
-                *total = (*total).max(*done);
-                if last.elapsed() >= Duration::from_secs(1) {
-                    eprintln!("reindex: {done}/{total} records re-embedded");
-                    *last = Instant::now();
-                }
-            }
-        }
-    }
-
-    fn finish(self) {
-        match self {
-            Progress::Bar(bar) => bar.finish_and_clear(),
-            Progress::Lines { done, total, .. } => {
-                eprintln!("reindex: {done}/{total} records re-embedded")
-            }
-        }
-    }
-}
-
 /// Re-embeds, `batch` at a time, every record whose vector is missing or stamped with
 /// another embedder than `embedder`. Each batch is written as it completes, so an
 /// interrupted run loses at most one batch and the next run continues with what is left.
@@ -298,7 +241,7 @@ pub fn reindex(store: &dyn Store, embedder: &dyn Embedder, batch: usize) -> Resu
     // Records without any vector are not counted here (they do not occur in practice);
     // the progress total grows if it meets some.
     let total: u64 = before.iter().filter(|(m, _)| m != model).map(|(_, n)| n).sum();
-    let mut progress = Progress::new(total);
+    let mut progress = Progress::new("re-embedding", total);
     let (mut reembedded, mut vanished) = (0u64, 0u64);
     let mut after: Option<RecordId> = None;
     loop {

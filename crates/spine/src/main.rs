@@ -5,6 +5,7 @@
 //! `spine mcp`).
 
 mod embedder;
+mod ops;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
