@@ -15,12 +15,16 @@
 mod gate;
 mod index;
 mod sqlite;
+mod transfer;
 
 use spine_core::{
     Caller, Category, Citation, EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, Timestamp,
 };
 
 pub use sqlite::SqliteStore;
+pub use transfer::{
+    ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, StoredRecord, StoredVector,
+};
 
 /// A storage failure. Never caused by caller input: the service validates before writing.
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,476 @@
+//! Bulk operator access to the SQLite store: what `spine export`, `spine import`,
+//! `spine prune-expired` and `spine migrate` read and write.
+//!
+//! These work on every record of every owner (operator commands, not tool calls), and each
+//! walks the table in rowid order, one page at a time, so memory stays bounded and an
+//! interrupted run continues where it stopped. Every write is plain SQL on `memories` and
+//! `vectors`, so the `changes` triggers keep the search index of any server on the same
+//! data directory current; a delete cascades to the record's tags and vector.
+
+use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use spine_core::{EpochSeconds, Memory, RecordId, SCHEMA_VERSION, Scope};
+
+use crate::sqlite::{decode, encode, write_row, write_vector};
+use crate::{Embedding, Result, SqliteStore, StoreError};
+
+/// A record as stored: its payload byte for byte, and its vector as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRecord {
+    /// Position in the table; pages continue after the last one seen.
+    pub rowid: i64,
+    /// The record's id column.
+    pub id: String,
+    /// The stored payload (the record's JSON), exactly as stored.
+    pub body: String,
+    /// The stored vector, when one exists and was asked for.
+    pub vector: Option<StoredVector>,
+}
+
+/// A vector as stored: embedder identity, length and little-endian f32 bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredVector {
+    /// Embedder identity stamped on the vector.
+    pub model: String,
+    /// Number of components.
+    pub dims: usize,
+    /// `dims` little-endian f32 values.
+    pub data: Vec<u8>,
+}
+
+/// One record to import: the payload to store verbatim, the same payload decoded (for the
+/// indexed columns), and its vector.
+#[derive(Debug, Clone)]
+pub struct ImportRecord<'a> {
+    /// The payload decoded; must be what `body` says.
+    pub memory: Memory,
+    /// The payload, stored exactly as given (keys this binary does not know survive).
+    pub body: &'a str,
+    /// Its vector; `None` stores the record without one (`spine reindex` adds it).
+    pub vector: Option<Embedding<'a>>,
+}
+
+/// What importing one record did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportOutcome {
+    /// Written.
+    Imported,
+    /// A record with this id exists already; left alone.
+    Present,
+    /// Another record already uses this short id; not written (it would make the short id
+    /// ambiguous, and a short id is never changed).
+    ShortIdTaken(RecordId),
+}
+
+/// A record whose validity window has closed (SPEC States: expired).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiredRecord {
+    /// Position in the table.
+    pub rowid: i64,
+    /// Record id.
+    pub id: RecordId,
+    /// Its short id (as stored).
+    pub short_id: String,
+    /// Its scope.
+    pub scope: String,
+    /// When it expired.
+    pub not_after: EpochSeconds,
+}
+
+/// What one page of `migrate_page` found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MigratePage {
+    /// Rowid of the last record looked at; `None` when there were no more.
+    pub last_rowid: Option<i64>,
+    /// Records re-encoded and stamped with this binary's version.
+    pub migrated: Vec<RecordId>,
+    /// Records already at this binary's version.
+    pub current: u64,
+    /// Records stamped newer than this binary's version, left exactly as they are (SPEC Versioning 3).
+    pub newer: u64,
+    /// Records left alone because re-encoding would drop data: id and the reason.
+    pub kept: Vec<(String, String)>,
+}
+
+fn bad_id(id: &str) -> StoreError {
+    StoreError::Corrupt(format!("bad id {id}"))
+}
+
+impl SqliteStore {
+    /// How many records there are, in `scope` or in all.
+    pub fn count_records(&self, scope: Option<&Scope>) -> Result<u64> {
+        let conn = self.lock();
+        let n: i64 = match scope {
+            Some(s) => conn.query_row(
+                "SELECT COUNT(*) FROM memories WHERE scope = ?1",
+                [s.as_str()],
+                |r| r.get(0),
+            )?,
+            None => conn.query_row("SELECT COUNT(*) FROM memories", [], |r| r.get(0))?,
+        };
+        Ok(n as u64)
+    }
+
+    /// Up to `limit` records after rowid `after`, in rowid order, in `scope` or in all,
+    /// with their vectors when `vectors`. One read transaction: a record and its vector are
+    /// read together.
+    pub fn export_page(
+        &self,
+        scope: Option<&Scope>,
+        after: i64,
+        limit: usize,
+        vectors: bool,
+    ) -> Result<Vec<StoredRecord>> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let mut out = Vec::new();
+        {
+            let mut stmt = tx.prepare_cached(
+                "SELECT m.rowid, m.id, m.body, v.model, v.dims, v.vec
+                 FROM memories m LEFT JOIN vectors v ON v.memory = m.rowid AND ?4
+                 WHERE m.rowid > ?1 AND (?2 IS NULL OR m.scope = ?2)
+                 ORDER BY m.rowid LIMIT ?3",
+            )?;
+            let mut rows =
+                stmt.query(params![after, scope.map(Scope::as_str), limit as i64, vectors])?;
+            while let Some(r) = rows.next()? {
+                let model: Option<String> = r.get(3)?;
+                let vector = match model {
+                    Some(model) => Some(StoredVector {
+                        model,
+                        dims: r.get::<_, i64>(4)? as usize,
+                        data: r.get(5)?,
+                    }),
+                    None => None,
+                };
+                out.push(StoredRecord { rowid: r.get(0)?, id: r.get(1)?, body: r.get(2)?, vector });
+            }
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// For each id, whether a record with it exists.
+    pub fn ids_present(&self, ids: &[RecordId]) -> Result<Vec<bool>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached("SELECT 1 FROM memories WHERE id = ?1")?;
+        ids.iter()
+            .map(|id| Ok(stmt.query_row([id.to_string()], |_| Ok(())).optional()?.is_some()))
+            .collect()
+    }
+
+    /// Imports `records` in one transaction, in order: each is written with its payload
+    /// verbatim unless its id is present already or its short id belongs to another record.
+    /// Either every record of the batch is dealt with or, on an error, none is written.
+    pub fn import_batch(&self, records: &[ImportRecord<'_>]) -> Result<Vec<ImportOutcome>> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut out = Vec::with_capacity(records.len());
+        for r in records {
+            let id = r.memory.id.to_string();
+            let present = tx
+                .query_row("SELECT 1 FROM memories WHERE id = ?1", [&id], |_| Ok(()))
+                .optional()?
+                .is_some();
+            if present {
+                out.push(ImportOutcome::Present);
+                continue;
+            }
+            let holder: Option<String> = tx
+                .query_row(
+                    "SELECT id FROM memories WHERE short_id = ?1 LIMIT 1",
+                    [r.memory.short_id.as_str()],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            if let Some(holder) = holder {
+                out.push(ImportOutcome::ShortIdTaken(
+                    RecordId::parse(&holder).ok_or_else(|| bad_id(&holder))?,
+                ));
+                continue;
+            }
+            let rowid = write_row(&tx, &r.memory, r.body)?;
+            if let Some(e) = r.vector {
+                write_vector(&tx, rowid, e)?;
+            }
+            out.push(ImportOutcome::Imported);
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Up to `limit` records after rowid `after`, in rowid order, whose `not_after` is at or
+    /// before `cutoff` (expired at `cutoff`, SPEC States: half-open window).
+    pub fn expired_page(
+        &self,
+        cutoff: EpochSeconds,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<ExpiredRecord>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT rowid, id, short_id, scope, not_after FROM memories
+             WHERE not_after IS NOT NULL AND not_after <= ?1 AND rowid > ?2
+             ORDER BY rowid LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(params![cutoff.as_secs(), after, limit as i64], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, i64>(4)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (rowid, id, short_id, scope, not_after) = row?;
+            out.push(ExpiredRecord {
+                rowid,
+                id: RecordId::parse(&id).ok_or_else(|| bad_id(&id))?,
+                short_id,
+                scope,
+                not_after: EpochSeconds::from_secs(not_after),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Deletes each of `ids` that is still expired at `cutoff`, re-checked inside one
+    /// transaction; entry i is true when record i was deleted (false: gone already, or its
+    /// window was changed meanwhile). Tags and vector go with the record (cascade).
+    pub fn delete_expired(&self, ids: &[RecordId], cutoff: EpochSeconds) -> Result<Vec<bool>> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut out = Vec::with_capacity(ids.len());
+        {
+            let mut stmt = tx.prepare_cached(
+                "DELETE FROM memories
+                 WHERE id = ?1 AND not_after IS NOT NULL AND not_after <= ?2",
+            )?;
+            for id in ids {
+                out.push(stmt.execute(params![id.to_string(), cutoff.as_secs()])? > 0);
+            }
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// The schema versions stamped on records, each with how many carry it (absent reads as
+    /// 0), ascending.
+    pub fn schema_versions(&self) -> Result<Vec<(u32, u64)>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare(
+            "SELECT coalesce(json_extract(body, '$.schema_version'), 0) AS v, COUNT(*)
+             FROM memories GROUP BY v ORDER BY v",
+        )?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?
+            .map(|row| row.map(|(v, n)| (u32::try_from(v).unwrap_or(0), n as u64)))
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    /// Brings up to `limit` records after rowid `after` to this binary's schema version, in
+    /// one transaction (SPEC Versioning 2–7). A record below it is decoded with the current
+    /// record type — which gives every key added since its version its default: the steps
+    /// are additive only — re-encoded and stamped. A record at or above it is not
+    /// touched, so a newer record keeps its payload and stamp. A record whose re-encoding
+    /// would drop a key holding a value (written by a binary that knew more than this one)
+    /// is kept as it is and reported. Only the payload changes: no indexed column, so no
+    /// entry in the change log.
+    pub fn migrate_page(&self, after: i64, limit: usize) -> Result<MigratePage> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut page = MigratePage::default();
+        {
+            let mut select = tx.prepare_cached(
+                "SELECT rowid, id, body FROM memories WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+            )?;
+            let mut update = tx.prepare_cached("UPDATE memories SET body = ?1 WHERE rowid = ?2")?;
+            let rows: Vec<(i64, String, String)> = select
+                .query_map(params![after, limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<Result<_, _>>()?;
+            for (rowid, id, body) in rows {
+                page.last_rowid = Some(rowid);
+                let mut m = match decode(&body) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        page.kept.push((id, format!("payload does not decode: {e}")));
+                        continue;
+                    }
+                };
+                if m.schema_version > SCHEMA_VERSION {
+                    page.newer += 1;
+                    continue;
+                }
+                if m.schema_version == SCHEMA_VERSION {
+                    page.current += 1;
+                    continue;
+                }
+                m.schema_version = SCHEMA_VERSION;
+                let migrated = encode(&m)?;
+                let dropped = dropped_keys(&body, &migrated);
+                if !dropped.is_empty() {
+                    page.kept.push((id, format!("re-encoding would drop {}", dropped.join(", "))));
+                    continue;
+                }
+                update.execute(params![migrated, rowid])?;
+                page.migrated.push(m.id);
+            }
+        }
+        tx.commit()?;
+        Ok(page)
+    }
+}
+
+/// Top-level keys of `before` that hold a value (anything but null, "", [], {}, 0 or
+/// false) and are missing from `after`.
+fn dropped_keys(before: &str, after: &str) -> Vec<String> {
+    use serde_json::{Map, Value};
+    let parse = |s: &str| serde_json::from_str::<Map<String, Value>>(s).unwrap_or_default();
+    let (before, after) = (parse(before), parse(after));
+    let holds_value = |v: &Value| match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64() != Some(0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    };
+    before
+        .iter()
+        .filter(|(k, v)| holds_value(v) && !after.contains_key(*k))
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use spine_core::{Caller, Category, ShortId, Source, Timestamp};
+
+    use super::*;
+    use crate::Store;
+
+    fn record(content: &str) -> Memory {
+        Memory::new(
+            ShortId::mint(),
+            content.into(),
+            Scope::parse("scope", "a:project:x").unwrap(),
+            Source::UserSaid,
+            Category::Decision,
+            &Caller::anonymous(),
+            Timestamp::from_micros(1_800_000_000_000_000),
+        )
+    }
+
+    fn open() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn import_keeps_the_payload_verbatim_and_skips_present_ids() {
+        let (_dir, store) = open();
+        let m = record("a");
+        let mut body = encode(&m).unwrap();
+        body.insert_str(body.len() - 1, r#","from_the_future":{"x":1}"#);
+        let v = [0.5f32, -1.0];
+        let item = ImportRecord {
+            memory: m.clone(),
+            body: &body,
+            vector: Some(Embedding { model: "m", vector: &v }),
+        };
+        assert_eq!(store.import_batch(&[item.clone()]).unwrap(), [ImportOutcome::Imported]);
+        assert_eq!(store.import_batch(&[item]).unwrap(), [ImportOutcome::Present]);
+        let page = store.export_page(None, 0, 10, true).unwrap();
+        assert_eq!(page.len(), 1);
+        assert_eq!(page[0].body, body);
+        let vector = page[0].vector.clone().unwrap();
+        assert_eq!((vector.model.as_str(), vector.dims), ("m", 2));
+        assert_eq!(vector.data, crate::sqlite::vec_to_blob(&v));
+        assert!(store.export_page(None, 0, 10, false).unwrap()[0].vector.is_none());
+        assert!(store.export_page(None, page[0].rowid, 10, true).unwrap().is_empty());
+    }
+
+    #[test]
+    fn import_refuses_a_short_id_held_by_another_record() {
+        let (_dir, store) = open();
+        let held = record("held");
+        store.insert(&held, Embedding { model: "m", vector: &[1.0] }).unwrap();
+        let mut clash = record("clash");
+        clash.short_id = held.short_id.clone();
+        let body = encode(&clash).unwrap();
+        let out = store
+            .import_batch(&[ImportRecord { memory: clash, body: &body, vector: None }])
+            .unwrap();
+        assert_eq!(out, [ImportOutcome::ShortIdTaken(held.id)]);
+        assert_eq!(store.count_records(None).unwrap(), 1);
+    }
+
+    #[test]
+    fn expired_means_not_after_at_or_before_the_cutoff() {
+        let (_dir, store) = open();
+        let mut at = record("ends at 100");
+        at.not_after = Some(EpochSeconds::from_secs(100));
+        let mut later = record("ends at 101");
+        later.not_after = Some(EpochSeconds::from_secs(101));
+        let open_ended = record("no window");
+        for m in [&at, &later, &open_ended] {
+            store.insert(m, Embedding { model: "m", vector: &[1.0] }).unwrap();
+        }
+        let cutoff = EpochSeconds::from_secs(100);
+        let page = store.expired_page(cutoff, 0, 10).unwrap();
+        assert_eq!(page.iter().map(|e| e.id).collect::<Vec<_>>(), [at.id]);
+        let deleted = store.delete_expired(&[at.id, later.id, open_ended.id], cutoff).unwrap();
+        assert_eq!(deleted, [true, false, false]);
+        assert_eq!(store.count_records(None).unwrap(), 2);
+    }
+
+    #[test]
+    fn migration_stamps_older_records_and_leaves_newer_ones_alone() {
+        let (_dir, store) = open();
+        let mut old = record("old");
+        old.schema_version = 0;
+        store.insert(&old, Embedding { model: "m", vector: &[1.0] }).unwrap();
+        let newer = record("newer");
+        let mut newer_body = encode(&newer).unwrap().replace(
+            &format!("\"schema_version\":{SCHEMA_VERSION}"),
+            &format!("\"schema_version\":{}", SCHEMA_VERSION + 1),
+        );
+        newer_body.insert_str(newer_body.len() - 1, r#","from_the_future":true"#);
+        let mut newer_memory = newer.clone();
+        newer_memory.schema_version = SCHEMA_VERSION + 1;
+        store
+            .import_batch(&[ImportRecord { memory: newer_memory, body: &newer_body, vector: None }])
+            .unwrap();
+        let mut odd = record("old but carrying an unknown key");
+        odd.schema_version = 0;
+        let mut odd_body = encode(&odd).unwrap();
+        odd_body.insert_str(odd_body.len() - 1, r#","unknown":"kept""#);
+        store.import_batch(&[ImportRecord { memory: odd, body: &odd_body, vector: None }]).unwrap();
+        assert_eq!(
+            store.schema_versions().unwrap(),
+            [(0, 2), (SCHEMA_VERSION + 1, 1)],
+            "absent reads as 0"
+        );
+
+        let page = store.migrate_page(0, 10).unwrap();
+        assert_eq!(page.migrated, [old.id]);
+        assert_eq!((page.current, page.newer), (0, 1));
+        assert_eq!(page.kept.len(), 1);
+        assert!(page.kept[0].1.contains("unknown"), "{:?}", page.kept);
+        let bodies: Vec<String> =
+            store.export_page(None, 0, 10, false).unwrap().into_iter().map(|r| r.body).collect();
+        assert_eq!(bodies[1], newer_body, "a newer record is never rewritten");
+        assert_eq!(bodies[2], odd_body);
+        let migrated = decode(&bodies[0]).unwrap();
+        assert_eq!(migrated.schema_version, SCHEMA_VERSION);
+        assert_eq!(Memory { schema_version: 0, ..migrated }, old);
+
+        let again = store.migrate_page(0, 10).unwrap();
+        assert!(again.migrated.is_empty());
+        assert_eq!((again.current, again.newer, again.last_rowid.is_some()), (1, 1, true));
+        assert!(store.migrate_page(3, 10).unwrap().last_rowid.is_none());
+    }
+}
