@@ -94,30 +94,38 @@ fn record(i: usize, scope: &Scope, at: Timestamp) -> Memory {
     m
 }
 
-/// The exact top-10 of each query among every stored vector of `model`, read from SQLite.
+/// The exact top-10 of each query among every stored vector of `model`, read from SQLite
+/// in one sequential scan of the vectors table (ids are looked up for the winners only).
 fn exact_top10(store: &SqliteStore, model: &str, queries: &[Vec<f32>]) -> Result<Vec<Vec<String>>> {
     let conn = rusqlite::Connection::open(store.path())?;
-    let mut stmt = conn.prepare(
-        "SELECT m.id, v.vec FROM vectors v JOIN memories m ON m.rowid = v.memory WHERE v.model = ?1",
-    )?;
-    let mut rows = stmt.query([model])?;
-    let mut best: Vec<Vec<(f32, String)>> = vec![Vec::new(); queries.len()];
+    let mut stmt = conn.prepare("SELECT memory, model, vec FROM vectors ORDER BY memory")?;
+    let mut rows = stmt.query([])?;
+    let mut best: Vec<Vec<(f32, i64)>> = vec![Vec::new(); queries.len()];
     while let Some(r) = rows.next()? {
-        let blob: Vec<u8> = r.get(1)?;
+        if r.get_ref(1)?.as_str()? != model {
+            continue;
+        }
+        let rowid: i64 = r.get(0)?;
+        let blob = r.get_ref(2)?.as_blob()?;
         let v: Vec<f32> =
             blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-        let mut id: Option<String> = None;
         for (q, top) in queries.iter().zip(best.iter_mut()) {
             let s = spine_core::cosine(q, &v);
             if top.len() < 10 || s > top[9].0 {
-                let id = id.get_or_insert_with(|| r.get::<_, String>(0).unwrap_or_default());
-                top.push((s, id.clone()));
+                top.push((s, rowid));
                 top.sort_by(|a, b| b.0.total_cmp(&a.0));
                 top.truncate(10);
             }
         }
     }
-    Ok(best.into_iter().map(|t| t.into_iter().map(|(_, id)| id).collect()).collect())
+    let mut id_of = conn.prepare("SELECT id FROM memories WHERE rowid = ?1")?;
+    best.into_iter()
+        .map(|top| {
+            top.into_iter()
+                .map(|(_, rowid)| Ok(id_of.query_row([rowid], |r| r.get::<_, String>(0))?))
+                .collect()
+        })
+        .collect()
 }
 
 /// Runs the layout at each size and prints one table row per size.

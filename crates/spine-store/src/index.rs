@@ -27,7 +27,7 @@ use rayon::prelude::*;
 use simsimd::SpatialSimilarity;
 use spine_core::{RecordId, StateMarkers};
 
-use crate::{NearestQuery, ScopeFilter};
+use crate::{Access, Filter, NearestQuery, ScopeFilter};
 
 /// "No value" in an interned column.
 const NONE: u32 = u32::MAX;
@@ -196,7 +196,8 @@ struct Compiled {
     windowed_only: bool,
     exclude_archived_superseded: bool,
     kind: Option<u32>,
-    model: u32,
+    /// The embedder whose vector a record must have; `None`: any record, with or without.
+    model: Option<u32>,
     exclude: Option<RecordId>,
 }
 
@@ -208,6 +209,8 @@ pub(crate) struct Index {
     /// Set during a full load, which re-centres once at the end instead of as it grows.
     pub bulk_loading: bool,
     strings: HashMap<Box<str>, u32>,
+    /// Interned strings by id.
+    names: Vec<Box<str>>,
     slot_of: HashMap<i64, u32>,
     free: Vec<u32>,
     live: Vec<bool>,
@@ -237,6 +240,7 @@ impl Index {
         }
         let id = u32::try_from(self.strings.len()).expect("fewer than 2^32 distinct strings");
         self.strings.insert(s.into(), id);
+        self.names.push(s.into());
         id
     }
 
@@ -333,13 +337,21 @@ impl Index {
         }
     }
 
-    fn compile(&self, p: &NearestQuery<'_>) -> Option<Compiled> {
-        let model = self.lookup(p.model)?;
-        let owner = self.lookup(p.access.owner()).unwrap_or(NONE);
-        if owner == NONE && !p.access.include_shared {
+    fn compile(
+        &self,
+        access: &Access,
+        f: &Filter,
+        model: Option<&str>,
+        exclude: Option<RecordId>,
+    ) -> Option<Compiled> {
+        let model = match model {
+            Some(m) => Some(self.lookup(m)?),
+            None => None,
+        };
+        let owner = self.lookup(access.owner()).unwrap_or(NONE);
+        if owner == NONE && !access.include_shared {
             return None;
         }
-        let f = p.filter;
         let scope = match &f.scope {
             ScopeFilter::One(s) => Some(self.lookup(s.as_str())?),
             ScopeFilter::All => None,
@@ -362,7 +374,7 @@ impl Index {
         };
         Some(Compiled {
             owner,
-            include_shared: p.access.include_shared,
+            include_shared: access.include_shared,
             scope,
             tags,
             categories_any,
@@ -373,7 +385,7 @@ impl Index {
             exclude_archived_superseded: f.exclude_archived_superseded,
             kind,
             model,
-            exclude: p.exclude,
+            exclude,
         })
     }
 
@@ -381,7 +393,7 @@ impl Index {
     /// `Where::filter` in `sqlite.rs` (the parity test holds them together).
     #[inline]
     fn passes(&self, c: &Compiled, s: usize) -> bool {
-        if !self.live[s] || self.model[s] != c.model {
+        if !self.live[s] || c.model.is_some_and(|m| m != self.model[s]) {
             return false;
         }
         let owner = self.owner[s];
@@ -419,14 +431,49 @@ impl Index {
         c.exclude.is_none_or(|x| x != self.id[s])
     }
 
+    /// The distinct scopes of the records `access` may read that match `filter` (any state,
+    /// with or without a vector), sorted.
+    pub fn scopes(&self, access: &Access, filter: &Filter) -> Vec<String> {
+        let Some(c) = self.compile(access, filter, None, None) else {
+            return vec![];
+        };
+        let slots = self.live.len();
+        let seen: Vec<bool> = (0..slots.div_ceil(CHUNK))
+            .into_par_iter()
+            .map(|chunk| {
+                let mut seen = vec![false; self.names.len()];
+                for s in chunk * CHUNK..((chunk + 1) * CHUNK).min(slots) {
+                    if self.passes(&c, s) {
+                        seen[self.scope[s] as usize] = true;
+                    }
+                }
+                seen
+            })
+            .reduce(
+                || vec![false; self.names.len()],
+                |mut a, b| {
+                    a.iter_mut().zip(b).for_each(|(x, y)| *x |= y);
+                    a
+                },
+            );
+        let mut out: Vec<String> = seen
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| **s)
+            .map(|(i, _)| self.names[i].to_string())
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
     /// The records to re-score exactly for `p`: every record that can be among the
     /// `p.any` nearest of any state or the `p.active` nearest active ones, by the quantised
     /// stages; at most about `rescore_size` of each.
     pub fn propose(&self, p: &NearestQuery<'_>) -> Vec<Proposal> {
-        let Some(c) = self.compile(p) else {
+        let Some(c) = self.compile(p.access, p.filter, Some(p.model), p.exclude) else {
             return vec![];
         };
-        let Some(space) = self.spaces.get(&c.model) else {
+        let Some(space) = c.model.and_then(|m| self.spaces.get(&m)) else {
             return vec![];
         };
         if p.vector.len() != space.dims || (p.any == 0 && p.active == 0) {

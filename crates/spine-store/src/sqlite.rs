@@ -612,17 +612,14 @@ impl Store for SqliteStore {
     }
 
     fn scopes(&self, access: &Access, filter: &Filter, limit: usize) -> Result<Vec<String>> {
-        let mut w = Where::new();
-        w.access(access);
-        w.filter(filter);
-        w.params.push(Value::Integer(limit as i64));
-        let conn = self.lock();
-        let mut stmt = conn.prepare(&format!(
-            "SELECT DISTINCT m.scope FROM memories m WHERE {} ORDER BY m.scope LIMIT ?",
-            w.sql
-        ))?;
-        let scopes =
-            stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
+        // From the search index: a scan of its columns takes milliseconds where SQL's
+        // DISTINCT over the owner predicate reads every row (seconds at a million records).
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        sync_index(&tx, &mut index)?;
+        let mut scopes = index.scopes(access, filter);
+        scopes.truncate(limit);
         Ok(scopes)
     }
 

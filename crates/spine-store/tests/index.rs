@@ -193,6 +193,17 @@ fn filters_match_the_sql_filters_and_full_rescoring_is_exact() {
         let access = random_access(&mut rng);
         let filter = random_filter(&mut rng);
         let q = unit((0..16).map(|_| gaussian(&mut rng)).collect());
+        // Scopes come from the index too: the same as the scopes of what SQL lists (every
+        // record, with or without a vector of MODEL).
+        let mut want_scopes: Vec<String> = store
+            .list(&access, &filter, Gate::Off, None, 0, 100_000)
+            .unwrap()
+            .into_iter()
+            .map(|m| m.scope.as_str().to_owned())
+            .collect();
+        want_scopes.sort();
+        want_scopes.dedup();
+        assert_eq!(store.scopes(&access, &filter, 1000).unwrap(), want_scopes, "round {round}");
         // Only records with a vector from MODEL are searched (`other` never is).
         let with_vector = |ids: Vec<RecordId>| -> Vec<RecordId> {
             ids.into_iter().filter(|id| vectors.contains_key(id)).collect()
