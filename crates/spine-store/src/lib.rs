@@ -14,6 +14,7 @@
 
 mod gate;
 mod index;
+mod review;
 mod sqlite;
 mod transfer;
 
@@ -21,6 +22,11 @@ use spine_core::{
     Caller, Category, Citation, EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, Timestamp,
 };
 
+pub use review::{
+    Check, ConsolidationCandidate, ConsolidationGroup, ConsolidationLink, OperatorLookup,
+    PurgeCandidate, PurgeClass, PurgeCriteria, PurgeOutcome, PurgeRefusal, StateCounts,
+    VectorExpectation, VectorStamp, VerifyPage, Violation,
+};
 pub use sqlite::SqliteStore;
 pub use transfer::{
     ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, StoredRecord, StoredVector,

@@ -1,0 +1,1336 @@
+//! The operator's view of the store, for `spine spine-review` (SPEC "Operator commands"):
+//! state counts, invariant checks, near-duplicate candidates and their consolidation,
+//! purging behind the extract-before-delete gate, and archive / restore of any record.
+//!
+//! Nothing here is access-checked: the operator acts on every owner's records. Every write
+//! runs in one `IMMEDIATE` transaction that re-checks what the caller saw before writing, so
+//! a command running beside a server (which may change the same records meanwhile) either
+//! applies a change to the record as it was listed or skips it and says why. The `changes`
+//! triggers see every write, so running servers' search indexes follow.
+
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params, params_from_iter};
+use serde::Serialize;
+use spine_core::{
+    Category, EpochSeconds, IdRef, Memory, RecordId, SCHEMA_VERSION, Scope, State, StateMarkers,
+    Timestamp,
+};
+
+use crate::sqlite::{STAMP_VERSION, Where, blob_to_vec, decode};
+use crate::{Filter, Result, ScopeFilter, SqliteStore, StoreError};
+
+/// Records of one scope by state (SPEC "States and transitions").
+///
+/// The state buckets count markers independently, as the SPEC treats them ("each is cleared
+/// independently"): a record both archived and expired is counted under `archived` and under
+/// `expired`, exactly as `purge --class archived` and `--class expired` would each select it.
+/// So the buckets may sum to more than `records`; `active + hidden == records` always.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StateCounts {
+    /// The scope (empty on a total).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub scope: String,
+    /// Every record.
+    pub records: u64,
+    /// Recall-visible records (no state).
+    pub active: u64,
+    /// Records hidden from recall (at least one state).
+    pub hidden: u64,
+    /// `archived_at` present.
+    pub archived: u64,
+    /// `superseded_by` present.
+    pub superseded: u64,
+    /// now at or past `not_after`.
+    pub expired: u64,
+    /// now before `not_before`, not expired.
+    pub scheduled: u64,
+}
+
+impl StateCounts {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &StateCounts) {
+        self.records += other.records;
+        self.active += other.active;
+        self.hidden += other.hidden;
+        self.archived += other.archived;
+        self.superseded += other.superseded;
+        self.expired += other.expired;
+        self.scheduled += other.scheduled;
+    }
+}
+
+/// The SQL of the expired state at `?` (epoch seconds); mirrors `StateMarkers::derive`.
+const EXPIRED: &str = "(m.not_after IS NOT NULL AND m.not_after <= ?)";
+
+/// Which invariant a record breaks (`spine-review verify`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Check {
+    /// The stored payload does not decode as a record.
+    PayloadCorrupt,
+    /// The indexed columns disagree with the payload (search and filters read the columns).
+    ColumnsMismatch,
+    /// Another record has the same short_id, so the handle resolves to neither.
+    DuplicateShortId,
+    /// The record has no vector: search can never find it.
+    MissingVector,
+    /// The vector's bytes are not a vector of its stated length, or hold non-finite values
+    /// or only zeros.
+    VectorCorrupt,
+    /// The vector's length is not the embedder's.
+    VectorDimension,
+    /// The vector was made by another embedder than the configured one (or, when that is
+    /// unknown, than most of the store's).
+    EmbedderStamp,
+    /// `superseded_by` names a record that does not exist: the record is hidden, and its
+    /// chain has no live head.
+    DanglingSuccessor,
+    /// `superseded_by` names a record whose `supersedes` does not list this one.
+    BacklinkMissing,
+    /// `supersedes` lists a record that is not superseded: a second live head.
+    PredecessorNotSuperseded,
+    /// `supersedes` lists a record that names another successor.
+    PredecessorOtherSuccessor,
+    /// Following `superseded_by` never reaches a live head.
+    ChainCycle,
+    /// A rule is superseded (SPEC: rules are immutable).
+    RuleSuperseded,
+}
+
+impl Check {
+    /// The stable name (JSON and human output).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Check::PayloadCorrupt => "payload_corrupt",
+            Check::ColumnsMismatch => "columns_mismatch",
+            Check::DuplicateShortId => "duplicate_short_id",
+            Check::MissingVector => "missing_vector",
+            Check::VectorCorrupt => "vector_corrupt",
+            Check::VectorDimension => "vector_dimension",
+            Check::EmbedderStamp => "embedder_stamp",
+            Check::DanglingSuccessor => "dangling_successor",
+            Check::BacklinkMissing => "backlink_missing",
+            Check::PredecessorNotSuperseded => "predecessor_not_superseded",
+            Check::PredecessorOtherSuccessor => "predecessor_other_successor",
+            Check::ChainCycle => "chain_cycle",
+            Check::RuleSuperseded => "rule_superseded",
+        }
+    }
+}
+
+/// One broken invariant on one record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    /// The record's id as stored (it may itself be malformed).
+    pub id: String,
+    /// Its short_id column.
+    pub short_id: String,
+    /// Its scope column.
+    pub scope: String,
+    /// What is wrong.
+    pub check: Check,
+    /// The particulars.
+    pub detail: String,
+}
+
+/// The vectors stored with one embedder stamp and length.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VectorStamp {
+    /// The embedder identity stamped on the vectors.
+    pub model: String,
+    /// Their length (from the bytes, not the `dims` column).
+    pub dims: usize,
+    /// How many.
+    pub vectors: u64,
+}
+
+/// What `verify` expects every vector to be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VectorExpectation {
+    /// The stamp every vector must carry; `None` when the store has no vectors to judge.
+    pub model: Option<String>,
+    /// Their length, when known.
+    pub dims: Option<usize>,
+    /// True when `model` is the configured embedder's, false when it was taken from the
+    /// store (the configured embedder could not be built).
+    pub configured: bool,
+}
+
+impl VectorExpectation {
+    /// The expectation given the configured embedder (`model`, and its length when it
+    /// knows it) or, without one, the store's most common stamp; a length the embedder
+    /// does not know is the most common length among that embedder's vectors.
+    pub fn choose(configured: Option<(&str, Option<usize>)>, stamps: &[VectorStamp]) -> Self {
+        let most = |pick: &dyn Fn(&VectorStamp) -> bool| -> Option<&VectorStamp> {
+            stamps.iter().filter(|s| pick(s)).max_by_key(|s| (s.vectors, std::cmp::Reverse(s.dims)))
+        };
+        match configured {
+            Some((model, dims)) => VectorExpectation {
+                model: Some(model.to_owned()),
+                dims: dims.or_else(|| most(&|s| s.model == model).map(|s| s.dims)),
+                configured: true,
+            },
+            None => {
+                let mut by_model: HashMap<&str, u64> = HashMap::new();
+                for s in stamps {
+                    *by_model.entry(&s.model).or_default() += s.vectors;
+                }
+                let model = by_model
+                    .into_iter()
+                    .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
+                    .map(|(m, _)| m.to_owned());
+                let dims = model.as_deref().and_then(|m| most(&|s| s.model == m).map(|s| s.dims));
+                VectorExpectation { model, dims, configured: false }
+            }
+        }
+    }
+}
+
+/// One page of `verify`.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyPage {
+    /// Records checked.
+    pub checked: u64,
+    /// The last rowid checked; pass it back for the next page. `None` when the page was
+    /// empty (done).
+    pub last_rowid: Option<i64>,
+    /// What was found.
+    pub violations: Vec<Violation>,
+}
+
+/// Longest supersession chain followed before a chain is called a cycle.
+const MAX_CHAIN: usize = 100_000;
+
+/// A group of records consolidate compares with one another: one scope, owner, visibility
+/// and embedder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConsolidationGroup {
+    /// The scope.
+    pub scope: String,
+    /// The owner.
+    pub owner: String,
+    /// `shared` or empty (private).
+    pub visibility: String,
+    /// The embedder stamp of the vectors.
+    pub model: String,
+    /// Records in the group.
+    pub records: u64,
+}
+
+/// A record consolidate may propose to supersede or to keep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsolidationCandidate {
+    /// The record.
+    pub record: Memory,
+    /// Its stored vector.
+    pub vector: Vec<f32>,
+    /// [`SqliteStore::record_digest`] as read: applying re-checks it.
+    pub digest: String,
+}
+
+/// Which records consolidate considers: readable by someone (an owner key), recall-visible
+/// whatever the time (no state marker and no validity window: a scheduled memory is
+/// deliberate), and not rules (SPEC: rules are immutable, never superseded nor superseding).
+const CONSOLIDATION_ELIGIBLE: &str = "m.owner IS NOT NULL AND m.archived_at IS NULL
+    AND m.superseded_by IS NULL AND m.not_before IS NULL AND m.not_after IS NULL
+    AND m.category <> 'rule'";
+
+/// One supersession consolidate applies: `successor` gets `target` in its `supersedes`,
+/// `target` gets `superseded_by = successor`. The digests are the records as the plan read
+/// them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsolidationLink {
+    /// The record superseded (the older).
+    pub target: RecordId,
+    /// Its digest when planned.
+    pub target_digest: String,
+    /// The record that supersedes it (the newer).
+    pub successor: RecordId,
+    /// Its digest when planned.
+    pub successor_digest: String,
+}
+
+/// A structural purge class (SPEC "Operator commands": `--class`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PurgeClass {
+    /// `archived_at` present.
+    Archived,
+    /// `superseded_by` present.
+    Superseded,
+    /// now at or past `not_after`.
+    Expired,
+}
+
+/// Which records a purge selects. With classes, a record in any of them; the other fields
+/// narrow the selection further.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeCriteria {
+    /// Structural classes (any of them); empty = the free-form path, any state.
+    pub classes: Vec<PurgeClass>,
+    /// One scope, or every scope.
+    pub scope: Option<Scope>,
+    /// One category.
+    pub category: Option<Category>,
+    /// Records carrying all of these tags.
+    pub tags_all: Vec<String>,
+    /// Records created before this instant.
+    pub created_before: Option<Timestamp>,
+}
+
+/// Why a selected record is not deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum PurgeRefusal {
+    /// `spine export` never wrote it out.
+    NotExported,
+    /// Changed since `spine export` wrote it out (to `file`).
+    ChangedSinceExport {
+        /// The export file.
+        file: String,
+    },
+    /// It supersedes records that stay: deleting it would leave them hidden behind a
+    /// successor that no longer exists (a chain without a live head).
+    SupersedesRecordsThatStay {
+        /// Those records.
+        predecessors: Vec<RecordId>,
+    },
+}
+
+/// A record a purge selected, with the verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PurgeCandidate {
+    /// Record id.
+    pub id: RecordId,
+    /// Short id.
+    pub short_id: String,
+    /// Scope.
+    pub scope: String,
+    /// Category.
+    pub category: String,
+    /// Creation time.
+    pub created_at: Timestamp,
+    /// States at the purge's `now`.
+    pub states: Vec<State>,
+    /// The export file it was last written to, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exported_to: Option<String>,
+    /// `None` when eligible for deletion.
+    #[serde(skip_serializing_if = "Option::is_none", flatten)]
+    pub refused: Option<PurgeRefusal>,
+}
+
+/// What happened to one listed record when a purge was applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PurgeOutcome {
+    /// Record id.
+    pub id: RecordId,
+    /// Deleted for good.
+    pub deleted: bool,
+    /// Why not, when not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+/// An id as the operator looked it up, among every owner's records.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OperatorLookup {
+    /// Exactly one record.
+    Found(Box<Memory>),
+    /// None.
+    NotFound,
+    /// A short id several records share (the operator sees every record, so they are named).
+    Ambiguous(Vec<RecordId>),
+}
+
+fn bad_id(id: &str) -> StoreError {
+    StoreError::Corrupt(format!("bad id {id}"))
+}
+
+fn parse_id(id: &str) -> Result<RecordId> {
+    RecordId::parse(id).ok_or_else(|| bad_id(id))
+}
+
+/// Successor → the records whose `superseded_by` names it (every owner, every scope).
+fn predecessors_by_successor(conn: &Connection) -> Result<HashMap<RecordId, Vec<RecordId>>> {
+    let mut stmt =
+        conn.prepare("SELECT id, superseded_by FROM memories WHERE superseded_by IS NOT NULL")?;
+    let mut rows = stmt.query([])?;
+    let mut out: HashMap<RecordId, Vec<RecordId>> = HashMap::new();
+    while let Some(r) = rows.next()? {
+        let (id, succ): (String, String) = (r.get(0)?, r.get(1)?);
+        // Malformed ids are verify's business; they link nothing here.
+        if let (Some(id), Some(succ)) = (RecordId::parse(&id), RecordId::parse(&succ)) {
+            out.entry(succ).or_default().push(id);
+        }
+    }
+    Ok(out)
+}
+
+/// Removes from `deletable` every record that supersedes a record staying, until none
+/// does (keeping one can keep its successor); returns those held back with the records
+/// that stay. SPEC "Supersession rules": a purge never leaves a chain without a live head.
+fn hold_back_successors(
+    deletable: &mut HashSet<RecordId>,
+    predecessors: &HashMap<RecordId, Vec<RecordId>>,
+) -> HashMap<RecordId, Vec<RecordId>> {
+    let mut held = HashMap::new();
+    loop {
+        let blocked: Vec<(RecordId, Vec<RecordId>)> = deletable
+            .iter()
+            .filter_map(|id| {
+                let staying: Vec<RecordId> = predecessors
+                    .get(id)?
+                    .iter()
+                    .filter(|p| !deletable.contains(p))
+                    .copied()
+                    .collect();
+                (!staying.is_empty()).then_some((*id, staying))
+            })
+            .collect();
+        if blocked.is_empty() {
+            return held;
+        }
+        for (id, staying) in blocked {
+            deletable.remove(&id);
+            held.insert(id, staying);
+        }
+    }
+}
+
+/// The gate of `gate.rs` on an open connection (the delete transaction holds the store's
+/// lock, so it cannot call [`SqliteStore::exported_unchanged`]): whether the record was
+/// exported as it is now, and the file it went to.
+fn export_gate_in(conn: &Connection, id: &RecordId) -> Result<(bool, Option<String>)> {
+    let row: Option<(String, String, String)> = conn
+        .prepare_cached(
+            "SELECT m.body, e.digest, e.file FROM memories m JOIN exported e ON e.id = m.id
+             WHERE m.id = ?1",
+        )?
+        .query_row([id.to_string()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    match row {
+        Some((body, digest, file)) => {
+            Ok((SqliteStore::record_digest(&decode(&body)?)? == digest, Some(file)))
+        }
+        None => Ok((false, None)),
+    }
+}
+
+/// The records `c` selects at `now`: (candidate without verdict, rowid order).
+fn purge_select(
+    conn: &Connection,
+    c: &PurgeCriteria,
+    now: Timestamp,
+) -> Result<Vec<PurgeCandidate>> {
+    let now_s = now.to_epoch_seconds().as_secs();
+    let mut w = Where::new();
+    if !c.classes.is_empty() {
+        let mut any = Vec::new();
+        let mut p = Vec::new();
+        for class in dedup(&c.classes) {
+            match class {
+                PurgeClass::Archived => any.push("m.archived_at IS NOT NULL"),
+                PurgeClass::Superseded => any.push("m.superseded_by IS NOT NULL"),
+                PurgeClass::Expired => {
+                    any.push(EXPIRED);
+                    p.push(Value::Integer(now_s));
+                }
+            }
+        }
+        w.and(&any.join(" OR "), p);
+    }
+    let filter = Filter {
+        tags_all: c.tags_all.clone(),
+        categories_any: c.category.iter().map(|c| c.as_str().to_owned()).collect(),
+        created_before: c.created_before,
+        ..Filter::new(match &c.scope {
+            Some(s) => ScopeFilter::One(s.clone()),
+            None => ScopeFilter::All,
+        })
+    };
+    w.filter(&filter);
+    let mut stmt = conn.prepare(&format!(
+        "SELECT m.id, m.short_id, m.scope, m.category, m.created_at, m.archived_at IS NOT NULL,
+            m.superseded_by IS NOT NULL, m.not_before, m.not_after, e.file
+         FROM memories m LEFT JOIN exported e ON e.id = m.id
+         WHERE {} ORDER BY m.rowid",
+        w.sql
+    ))?;
+    let mut rows = stmt.query(params_from_iter(w.params))?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let id: String = r.get(0)?;
+        let markers = StateMarkers {
+            archived: r.get(5)?,
+            superseded: r.get(6)?,
+            not_before: r.get::<_, Option<i64>>(7)?.map(EpochSeconds::from_secs),
+            not_after: r.get::<_, Option<i64>>(8)?.map(EpochSeconds::from_secs),
+        };
+        out.push(PurgeCandidate {
+            id: parse_id(&id)?,
+            short_id: r.get(1)?,
+            scope: r.get(2)?,
+            category: r.get(3)?,
+            created_at: Timestamp::from_micros(r.get(4)?),
+            states: markers.derive(now),
+            exported_to: r.get(9)?,
+            refused: None,
+        });
+    }
+    Ok(out)
+}
+
+fn dedup<T: PartialEq + Copy>(items: &[T]) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for i in items {
+        if !out.contains(i) {
+            out.push(*i);
+        }
+    }
+    out
+}
+
+/// Applies the gate verdicts (`passed[i]` for `candidates[i]`) and the chain rule.
+fn judge(
+    candidates: &mut [PurgeCandidate],
+    passed: &[bool],
+    predecessors: &HashMap<RecordId, Vec<RecordId>>,
+) {
+    let mut deletable = HashSet::new();
+    for (c, ok) in candidates.iter_mut().zip(passed) {
+        c.refused = match (ok, &c.exported_to) {
+            (true, _) => {
+                deletable.insert(c.id);
+                None
+            }
+            (false, None) => Some(PurgeRefusal::NotExported),
+            (false, Some(file)) => Some(PurgeRefusal::ChangedSinceExport { file: file.clone() }),
+        };
+    }
+    let held = hold_back_successors(&mut deletable, predecessors);
+    for c in candidates.iter_mut() {
+        if let Some(staying) = held.get(&c.id) {
+            c.refused =
+                Some(PurgeRefusal::SupersedesRecordsThatStay { predecessors: staying.clone() });
+        }
+    }
+}
+
+impl SqliteStore {
+    /// Records per scope by state at `now`, in scope order; only `scope` when given.
+    pub fn state_counts(&self, scope: Option<&Scope>, now: Timestamp) -> Result<Vec<StateCounts>> {
+        // Mirrors `StateMarkers::derive`: half-open window, expired suppressing scheduled.
+        let not_expired = "(m.not_after IS NULL OR m.not_after > :now)";
+        let scheduled =
+            format!("({not_expired} AND m.not_before IS NOT NULL AND m.not_before > :now)");
+        let sql = format!(
+            "SELECT m.scope, COUNT(*),
+                SUM(m.archived_at IS NULL AND m.superseded_by IS NULL AND {not_expired}
+                    AND NOT {scheduled}),
+                SUM(m.archived_at IS NOT NULL),
+                SUM(m.superseded_by IS NOT NULL),
+                SUM(NOT {not_expired}),
+                SUM({scheduled})
+             FROM memories m WHERE :scope IS NULL OR m.scope = :scope
+             GROUP BY m.scope ORDER BY m.scope"
+        );
+        let conn = self.lock();
+        let mut stmt = conn.prepare(&sql)?;
+        let now_s = now.to_epoch_seconds().as_secs();
+        let rows = stmt.query_map(
+            rusqlite::named_params! {":now": now_s, ":scope": scope.map(Scope::as_str)},
+            |r| {
+                let n = |i: usize| r.get::<_, Option<i64>>(i).map(|v| v.unwrap_or(0) as u64);
+                let (records, active) = (n(1)?, n(2)?);
+                Ok(StateCounts {
+                    scope: r.get(0)?,
+                    records,
+                    active,
+                    hidden: records - active,
+                    archived: n(3)?,
+                    superseded: n(4)?,
+                    expired: n(5)?,
+                    scheduled: n(6)?,
+                })
+            },
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// How many records `scope` (or the whole store) holds.
+    pub fn records_in(&self, scope: Option<&Scope>) -> Result<u64> {
+        let conn = self.lock();
+        let n: i64 = match scope {
+            Some(s) => conn.query_row(
+                "SELECT COUNT(*) FROM memories WHERE scope = ?1",
+                [s.as_str()],
+                |r| r.get(0),
+            )?,
+            None => conn.query_row("SELECT COUNT(*) FROM memories", [], |r| r.get(0))?,
+        };
+        Ok(n as u64)
+    }
+
+    /// The vectors of the records in `scope` (or the whole store) by stamp and length.
+    pub fn vector_stamps(&self, scope: Option<&Scope>) -> Result<Vec<VectorStamp>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare(
+            "SELECT v.model, length(v.vec) / 4, COUNT(*) FROM vectors v
+             JOIN memories m ON m.rowid = v.memory
+             WHERE ?1 IS NULL OR m.scope = ?1 GROUP BY 1, 2 ORDER BY 1, 2",
+        )?;
+        let rows = stmt.query_map([scope.map(Scope::as_str)], |r| {
+            Ok(VectorStamp {
+                model: r.get(0)?,
+                dims: r.get::<_, i64>(1)? as usize,
+                vectors: r.get::<_, i64>(2)? as u64,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Checks up to `limit` records of `scope` (or every scope) after `after_rowid`, in
+    /// rowid order, each against one snapshot (a page is one read transaction, so a
+    /// supersession committed meanwhile is seen whole or not at all).
+    ///
+    /// Short_id uniqueness is checked by [`SqliteStore::duplicate_short_ids`]. A
+    /// `supersedes` entry naming a record that no longer exists is not a violation: deleting
+    /// or purging a chain's old records is allowed and leaves the head valid.
+    pub fn verify_page(
+        &self,
+        scope: Option<&Scope>,
+        after_rowid: i64,
+        limit: usize,
+        expect: &VectorExpectation,
+    ) -> Result<VerifyPage> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let mut page = VerifyPage::default();
+        let mut stmt = tx.prepare_cached(
+            "SELECT m.rowid, m.id, m.short_id, m.owner, m.visibility, m.scope, m.category,
+                m.created_at, m.not_before, m.not_after, m.archived_at, m.superseded_by, m.body,
+                v.model, v.dims, v.vec
+             FROM memories m LEFT JOIN vectors v ON v.memory = m.rowid
+             WHERE m.rowid > ?1 AND (?2 IS NULL OR m.scope = ?2) ORDER BY m.rowid LIMIT ?3",
+        )?;
+        let mut rows = stmt.query(params![after_rowid, scope.map(Scope::as_str), limit as i64])?;
+        while let Some(r) = rows.next()? {
+            page.checked += 1;
+            page.last_rowid = Some(r.get(0)?);
+            let cols = Columns {
+                id: r.get(1)?,
+                short_id: r.get(2)?,
+                owner: r.get(3)?,
+                visibility: r.get(4)?,
+                scope: r.get(5)?,
+                category: r.get(6)?,
+                created_at: r.get(7)?,
+                not_before: r.get(8)?,
+                not_after: r.get(9)?,
+                archived_at: r.get(10)?,
+                superseded_by: r.get(11)?,
+            };
+            let body: String = r.get(12)?;
+            let vector: Option<(String, i64, Vec<u8>)> = match r.get::<_, Option<String>>(13)? {
+                Some(model) => Some((model, r.get(14)?, r.get(15)?)),
+                None => None,
+            };
+            let mut found = |check: Check, detail: String| {
+                page.violations.push(Violation {
+                    id: cols.id.clone(),
+                    short_id: cols.short_id.clone(),
+                    scope: cols.scope.clone(),
+                    check,
+                    detail,
+                })
+            };
+            check_vector(vector.as_ref(), expect, &mut found);
+            let record = match decode(&body) {
+                Ok(m) => m,
+                Err(e) => {
+                    found(Check::PayloadCorrupt, e.to_string());
+                    continue;
+                }
+            };
+            let mismatched = cols.mismatches(&record);
+            if !mismatched.is_empty() {
+                found(
+                    Check::ColumnsMismatch,
+                    format!("columns differ from the payload: {}", mismatched.join(", ")),
+                );
+            }
+            check_links(&tx, &record, &mut found)?;
+        }
+        Ok(page)
+    }
+
+    /// Records of `scope` (or every scope) whose short_id another record (anywhere) shares.
+    pub fn duplicate_short_ids(&self, scope: Option<&Scope>) -> Result<Vec<Violation>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare(
+            "SELECT m.id, m.short_id, m.scope, d.n FROM memories m
+             JOIN (SELECT short_id, COUNT(*) AS n FROM memories GROUP BY short_id
+                   HAVING COUNT(*) > 1) d ON d.short_id = m.short_id
+             WHERE ?1 IS NULL OR m.scope = ?1 ORDER BY m.short_id, m.id",
+        )?;
+        let rows = stmt.query_map([scope.map(Scope::as_str)], |r| {
+            let n: i64 = r.get(3)?;
+            Ok(Violation {
+                id: r.get(0)?,
+                short_id: r.get(1)?,
+                scope: r.get(2)?,
+                check: Check::DuplicateShortId,
+                detail: format!("{} records share this short_id; it resolves to none of them", n),
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The groups consolidate compares, with their sizes: recall-visible, unwindowed,
+    /// non-rule records with a vector, by scope, owner, visibility and embedder stamp.
+    pub fn consolidation_groups(&self, scope: Option<&Scope>) -> Result<Vec<ConsolidationGroup>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT m.scope, m.owner, m.visibility, v.model, COUNT(*)
+             FROM memories m JOIN vectors v ON v.memory = m.rowid
+             WHERE {CONSOLIDATION_ELIGIBLE} AND (?1 IS NULL OR m.scope = ?1)
+             GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
+        ))?;
+        let rows = stmt.query_map([scope.map(Scope::as_str)], |r| {
+            Ok(ConsolidationGroup {
+                scope: r.get(0)?,
+                owner: r.get(1)?,
+                visibility: r.get(2)?,
+                model: r.get(3)?,
+                records: r.get::<_, i64>(4)? as u64,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The records of group `g`, oldest first (created_at, then id). Records whose payload
+    /// does not decode are left out (verify reports them).
+    pub fn consolidation_candidates(
+        &self,
+        g: &ConsolidationGroup,
+    ) -> Result<Vec<ConsolidationCandidate>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT m.body, v.vec FROM memories m JOIN vectors v ON v.memory = m.rowid
+             WHERE {CONSOLIDATION_ELIGIBLE} AND m.scope = ?1 AND m.owner = ?2
+                AND m.visibility = ?3 AND v.model = ?4
+             ORDER BY m.created_at, m.id"
+        ))?;
+        let mut rows = stmt.query(params![g.scope, g.owner, g.visibility, g.model])?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            let body: String = r.get(0)?;
+            let Ok(record) = decode(&body) else { continue };
+            let digest = Self::record_digest(&record)?;
+            out.push(ConsolidationCandidate {
+                record,
+                vector: blob_to_vec(&r.get::<_, Vec<u8>>(1)?),
+                digest,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Applies `links` in one transaction: each target gets `superseded_by`, each successor
+    /// lists its targets in `supersedes` (links both ways, SPEC "Supersession rules").
+    ///
+    /// Every record involved is re-read first: a link is skipped (with the reason) when
+    /// either record is gone, changed since it was planned (digest), or is a rule, or when
+    /// its target already got a successor earlier in `links`. Entry i is `None` when link i
+    /// was applied.
+    pub fn apply_consolidation(&self, links: &[ConsolidationLink]) -> Result<Vec<Option<String>>> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        // Each involved record, as it is now: Err(reason) when it may not be touched.
+        let mut state: HashMap<RecordId, std::result::Result<Memory, String>> = HashMap::new();
+        {
+            let mut read = tx.prepare_cached("SELECT body FROM memories WHERE id = ?1")?;
+            for l in links {
+                for (id, digest) in
+                    [(l.target, &l.target_digest), (l.successor, &l.successor_digest)]
+                {
+                    if state.contains_key(&id) {
+                        continue;
+                    }
+                    let body: Option<String> =
+                        read.query_row([id.to_string()], |r| r.get(0)).optional()?;
+                    let verdict = match body.map(|b| decode(&b)) {
+                        None => Err(format!("{id} no longer exists")),
+                        Some(Err(_)) => Err(format!("{id} has a corrupt payload")),
+                        Some(Ok(m)) if m.category == Category::Rule => {
+                            Err(format!("{id} is a rule (rules are immutable)"))
+                        }
+                        Some(Ok(m)) if &Self::record_digest(&m)? != digest => {
+                            Err(format!("{id} changed since it was compared"))
+                        }
+                        Some(Ok(m)) => Ok(m),
+                    };
+                    state.insert(id, verdict);
+                }
+            }
+        }
+        let mut outcomes = Vec::with_capacity(links.len());
+        let mut stamped: HashSet<RecordId> = HashSet::new();
+        let mut added: HashMap<RecordId, Vec<RecordId>> = HashMap::new();
+        {
+            let mut stamp = tx.prepare_cached(&format!(
+                "UPDATE memories SET superseded_by = ?1,
+                    body = json_set(body, '$.superseded_by', ?1, {STAMP_VERSION})
+                 WHERE id = ?3"
+            ))?;
+            for l in links {
+                let why = [l.target, l.successor].iter().find_map(|id| state[id].as_ref().err());
+                if let Some(why) = why {
+                    outcomes.push(Some(why.clone()));
+                    continue;
+                }
+                if l.target == l.successor || !stamped.insert(l.target) {
+                    outcomes.push(Some(format!("{} already has a successor", l.target)));
+                    continue;
+                }
+                stamp.execute(params![
+                    l.successor.to_string(),
+                    SCHEMA_VERSION,
+                    l.target.to_string()
+                ])?;
+                added.entry(l.successor).or_default().push(l.target);
+                outcomes.push(None);
+            }
+            let mut link = tx.prepare_cached(&format!(
+                "UPDATE memories SET body = json_set(body, '$.supersedes', json(?1), {STAMP_VERSION})
+                 WHERE id = ?3"
+            ))?;
+            for (successor, targets) in &added {
+                let Ok(m) = &state[successor] else { continue };
+                let mut supersedes = m.supersedes.clone();
+                for t in targets {
+                    if !supersedes.contains(t) {
+                        supersedes.push(*t);
+                    }
+                }
+                let ids: Vec<String> = supersedes.iter().map(RecordId::to_string).collect();
+                let json =
+                    serde_json::to_string(&ids).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                link.execute(params![json, SCHEMA_VERSION, successor.to_string()])?;
+            }
+        }
+        tx.commit()?;
+        Ok(outcomes)
+    }
+
+    /// The records `c` selects at `now`, each with its verdict: eligible (`refused` is
+    /// `None`) only when it passes the extract-before-delete gate
+    /// ([`SqliteStore::exported_unchanged`]) and deleting it leaves no chain without a
+    /// live head. `gate_progress` is called with the number of records gate-checked so far.
+    pub fn purge_plan(
+        &self,
+        c: &PurgeCriteria,
+        now: Timestamp,
+        mut gate_progress: impl FnMut(u64),
+    ) -> Result<Vec<PurgeCandidate>> {
+        let (mut candidates, predecessors) = {
+            let mut conn = self.lock();
+            let tx = conn.transaction()?;
+            (purge_select(&tx, c, now)?, predecessors_by_successor(&tx)?)
+        };
+        let ids: Vec<RecordId> = candidates.iter().map(|c| c.id).collect();
+        let mut passed = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(500) {
+            passed.extend(self.exported_unchanged(chunk)?);
+            gate_progress(chunk.len() as u64);
+        }
+        judge(&mut candidates, &passed, &predecessors);
+        Ok(candidates)
+    }
+
+    /// Deletes for good those of `listed` (a plan's eligible records) that are still
+    /// eligible, re-checking everything [`SqliteStore::purge_plan`] checked inside the
+    /// delete transaction (selection by `c` at `now`, the gate, the chain rule). Deleting a
+    /// record deletes its tags and vector with it (foreign keys). One outcome per listed
+    /// record, in order.
+    pub fn purge_apply(
+        &self,
+        listed: &[RecordId],
+        c: &PurgeCriteria,
+        now: Timestamp,
+    ) -> Result<Vec<PurgeOutcome>> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let wanted: HashSet<RecordId> = listed.iter().copied().collect();
+        let mut candidates: Vec<PurgeCandidate> =
+            purge_select(&tx, c, now)?.into_iter().filter(|c| wanted.contains(&c.id)).collect();
+        let mut passed = Vec::with_capacity(candidates.len());
+        for cand in &mut candidates {
+            let (ok, file) = export_gate_in(&tx, &cand.id)?;
+            passed.push(ok);
+            if file.is_some() {
+                cand.exported_to = file;
+            }
+        }
+        // Only the listed records may be deleted: a record that became eligible since the
+        // plan counts as staying, so it also holds back its successors.
+        judge(&mut candidates, &passed, &predecessors_by_successor(&tx)?);
+        let verdicts: HashMap<RecordId, Option<PurgeRefusal>> =
+            candidates.into_iter().map(|c| (c.id, c.refused)).collect();
+        let mut out = Vec::with_capacity(listed.len());
+        {
+            let mut delete = tx.prepare_cached("DELETE FROM memories WHERE id = ?1")?;
+            let mut done = HashSet::new();
+            for id in listed {
+                let skipped = match verdicts.get(id) {
+                    _ if done.contains(id) => Some("listed twice".to_owned()),
+                    None => Some("gone, or no longer matches the selection".to_owned()),
+                    Some(Some(PurgeRefusal::NotExported)) => {
+                        Some("no longer passes the export gate".to_owned())
+                    }
+                    Some(Some(PurgeRefusal::ChangedSinceExport { .. })) => {
+                        Some("changed since it was exported".to_owned())
+                    }
+                    Some(Some(PurgeRefusal::SupersedesRecordsThatStay { predecessors })) => {
+                        Some(format!(
+                            "supersedes records that stay: {}",
+                            predecessors
+                                .iter()
+                                .map(RecordId::to_string)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ))
+                    }
+                    Some(None) => {
+                        delete.execute([id.to_string()])?;
+                        done.insert(*id);
+                        None
+                    }
+                };
+                out.push(PurgeOutcome { id: *id, deleted: skipped.is_none(), skipped });
+            }
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Looks `id` up among every owner's records (an operator acts on any record).
+    pub fn operator_resolve(&self, id: &IdRef) -> Result<OperatorLookup> {
+        let conn = self.lock();
+        let (sql, key) = match id {
+            IdRef::Id(id) => {
+                ("SELECT id, body FROM memories WHERE id = ?1 LIMIT 50", id.to_string())
+            }
+            IdRef::Short(s) => (
+                "SELECT id, body FROM memories WHERE short_id = ?1 ORDER BY id LIMIT 50",
+                s.as_str().to_owned(),
+            ),
+        };
+        let mut stmt = conn.prepare_cached(sql)?;
+        let rows: Vec<(String, String)> =
+            stmt.query_map([key], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
+        match rows.as_slice() {
+            [] => Ok(OperatorLookup::NotFound),
+            [(_, body)] => Ok(OperatorLookup::Found(Box::new(decode(body)?))),
+            many => Ok(OperatorLookup::Ambiguous(
+                many.iter().map(|(id, _)| parse_id(id)).collect::<Result<_>>()?,
+            )),
+        }
+    }
+
+    /// Archives (`at` = Some) or restores (`at` = None) each record, whoever owns it, in one
+    /// transaction: the same change as archive_memory / restore_memory. Entry i is true when
+    /// record i changed; false when it was already in the wanted state or is gone.
+    pub fn operator_set_archived(
+        &self,
+        ids: &[RecordId],
+        at: Option<EpochSeconds>,
+    ) -> Result<Vec<bool>> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut out = Vec::with_capacity(ids.len());
+        {
+            let mut archive = tx.prepare_cached(&format!(
+                "UPDATE memories SET archived_at = ?1,
+                    body = json_set(body, '$.archived_at', ?2, {STAMP_VERSION})
+                 WHERE id = ?4 AND archived_at IS NULL"
+            ))?;
+            let mut restore = tx.prepare_cached(&format!(
+                "UPDATE memories SET archived_at = NULL,
+                    body = json_set(json_remove(body, '$.archived_at'), {STAMP_VERSION})
+                 WHERE id = ?2 AND archived_at IS NOT NULL"
+            ))?;
+            for id in ids {
+                let n = match at {
+                    Some(t) => archive.execute(params![
+                        t.as_secs(),
+                        t.to_rfc3339(),
+                        SCHEMA_VERSION,
+                        id.to_string()
+                    ])?,
+                    None => restore.execute(params![SCHEMA_VERSION, id.to_string()])?,
+                };
+                out.push(n > 0);
+            }
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+}
+
+/// The indexed columns of a row, as stored.
+struct Columns {
+    id: String,
+    short_id: String,
+    owner: Option<String>,
+    visibility: String,
+    scope: String,
+    category: String,
+    created_at: i64,
+    not_before: Option<i64>,
+    not_after: Option<i64>,
+    archived_at: Option<i64>,
+    superseded_by: Option<String>,
+}
+
+impl Columns {
+    /// The columns that do not hold what `write_row` would write for `m`.
+    fn mismatches(&self, m: &Memory) -> Vec<&'static str> {
+        let secs = |v: Option<EpochSeconds>| v.map(EpochSeconds::as_secs);
+        let mut out = Vec::new();
+        let mut check = |name, same: bool| {
+            if !same {
+                out.push(name);
+            }
+        };
+        check("id", self.id == m.id.to_string());
+        check("short_id", self.short_id == m.short_id.as_str());
+        check("owner", self.owner == m.owner);
+        check("visibility", self.visibility == m.visibility.as_str());
+        check("scope", self.scope == m.scope.as_str());
+        check("category", self.category == m.category.as_str());
+        check("created_at", self.created_at == m.created_at.as_micros());
+        check("not_before", self.not_before == secs(m.not_before));
+        check("not_after", self.not_after == secs(m.not_after));
+        check("archived_at", self.archived_at == secs(m.archived_at));
+        check("superseded_by", self.superseded_by == m.superseded_by.map(|s| s.to_string()));
+        out
+    }
+}
+
+fn check_vector(
+    vector: Option<&(String, i64, Vec<u8>)>,
+    expect: &VectorExpectation,
+    found: &mut impl FnMut(Check, String),
+) {
+    let Some((model, dims, blob)) = vector else {
+        found(Check::MissingVector, "no vector: search can never return it".into());
+        return;
+    };
+    if blob.len() % 4 != 0 || blob.len() / 4 != *dims as usize {
+        found(
+            Check::VectorCorrupt,
+            format!("{} bytes stored for a vector of {dims} dimensions", blob.len()),
+        );
+        return;
+    }
+    let v = blob_to_vec(blob);
+    if v.iter().any(|x| !x.is_finite()) {
+        found(Check::VectorCorrupt, "the vector holds NaN or infinite values".into());
+    } else if v.iter().all(|x| *x == 0.0) {
+        found(Check::VectorCorrupt, "the vector is all zeros".into());
+    }
+    match &expect.model {
+        Some(want) if want != model => {
+            let whose = if expect.configured { "the configured embedder" } else { "most vectors" };
+            found(
+                Check::EmbedderStamp,
+                format!("made by {model}; {whose} is {want} (run `spine reindex`)"),
+            );
+        }
+        _ => {
+            if let Some(want) = expect.dims.filter(|d| *d != v.len()) {
+                found(
+                    Check::VectorDimension,
+                    format!("{} dimensions; {model} vectors have {want}", v.len()),
+                );
+            }
+        }
+    }
+}
+
+/// The supersession checks of one decoded record, against the same snapshot.
+fn check_links(conn: &Connection, m: &Memory, found: &mut impl FnMut(Check, String)) -> Result<()> {
+    let mut successor_of =
+        conn.prepare_cached("SELECT superseded_by FROM memories WHERE id = ?1")?;
+    let mut body_of = conn.prepare_cached("SELECT body FROM memories WHERE id = ?1")?;
+    if let Some(succ) = m.superseded_by {
+        if m.category == Category::Rule {
+            found(Check::RuleSuperseded, format!("rule superseded by {succ}"));
+        }
+        let body: Option<String> =
+            body_of.query_row([succ.to_string()], |r| r.get(0)).optional()?;
+        match body {
+            None => found(
+                Check::DanglingSuccessor,
+                format!("superseded by {succ}, which does not exist"),
+            ),
+            Some(body) => {
+                // A successor whose payload is corrupt is reported on its own.
+                if let Ok(s) = decode(&body)
+                    && !s.supersedes.contains(&m.id)
+                {
+                    found(
+                        Check::BacklinkMissing,
+                        format!("superseded by {succ}, whose supersedes does not list it"),
+                    );
+                }
+                // Walk the chain forward to its head.
+                let mut seen = HashSet::from([m.id]);
+                let mut at = succ;
+                for _ in 0..MAX_CHAIN {
+                    if !seen.insert(at) {
+                        found(
+                            Check::ChainCycle,
+                            format!(
+                                "following superseded_by from here returns to {at}: the chain has no live head"
+                            ),
+                        );
+                        break;
+                    }
+                    let next: Option<Option<String>> =
+                        successor_of.query_row([at.to_string()], |r| r.get(0)).optional()?;
+                    match next.flatten().and_then(|s| RecordId::parse(&s)) {
+                        Some(n) => at = n,
+                        None => break,
+                    }
+                }
+            }
+        }
+    }
+    for p in &m.supersedes {
+        let row: Option<Option<String>> =
+            successor_of.query_row([p.to_string()], |r| r.get(0)).optional()?;
+        match row {
+            // Deleted or purged since: the head stays valid.
+            None => {}
+            Some(None) => found(
+                Check::PredecessorNotSuperseded,
+                format!("supersedes {p}, which is not superseded (a second live head)"),
+            ),
+            Some(Some(other)) if other != m.id.to_string() => found(
+                Check::PredecessorOtherSuccessor,
+                format!("supersedes {p}, which names {other} as its successor"),
+            ),
+            Some(Some(_)) => {}
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use spine_core::{Caller, ShortId, Source};
+
+    use super::*;
+    use crate::{Access, Embedding, Gate, Store};
+
+    const T: i64 = 1_800_000_000;
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_micros(secs * 1_000_000)
+    }
+
+    fn record(scope: &str, content: &str, created: i64) -> Memory {
+        Memory::new(
+            ShortId::mint(),
+            content.into(),
+            Scope::parse("scope", scope).unwrap(),
+            Source::UserSaid,
+            Category::Decision,
+            &Caller::anonymous(),
+            at(created),
+        )
+    }
+
+    fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = SqliteStore::open(dir.path()).unwrap();
+        (dir, s)
+    }
+
+    fn put(s: &SqliteStore, m: &Memory) {
+        s.insert(m, Embedding { model: "m", vector: &[1.0, 0.5] }).unwrap();
+    }
+
+    #[test]
+    fn counts_follow_derive_states_for_every_marker_combination() {
+        let (_d, s) = store();
+        let now = at(T);
+        let mut expected = StateCounts::default();
+        let windows = [None, Some(T - 10), Some(T), Some(T + 10)];
+        let mut n = 0;
+        for archived in [false, true] {
+            for superseded in [false, true] {
+                for nb in windows {
+                    for na in windows {
+                        n += 1;
+                        let mut m = record("a:b:c", &format!("r{n}"), T - 100);
+                        m.archived_at = archived.then(|| EpochSeconds::from_secs(T - 5));
+                        m.superseded_by = superseded.then(RecordId::mint);
+                        m.not_before = nb.map(EpochSeconds::from_secs);
+                        m.not_after = na.map(EpochSeconds::from_secs);
+                        put(&s, &m);
+                        let states = spine_core::derive_states(&m, now);
+                        expected.records += 1;
+                        if states.is_empty() {
+                            expected.active += 1;
+                        } else {
+                            expected.hidden += 1;
+                        }
+                        for st in states {
+                            match st {
+                                State::Archived => expected.archived += 1,
+                                State::Superseded => expected.superseded += 1,
+                                State::Expired => expected.expired += 1,
+                                State::Scheduled => expected.scheduled += 1,
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        put(&s, &record("other:b:c", "elsewhere", T));
+        let scope = Scope::parse("s", "a:b:c").unwrap();
+        let got = s.state_counts(Some(&scope), now).unwrap();
+        expected.scope = "a:b:c".into();
+        assert_eq!(got, vec![expected.clone()]);
+        let all = s.state_counts(None, now).unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0], expected);
+        assert_eq!(all[1].records, 1);
+        // The active count is the recall gate's.
+        let gate = s
+            .list(
+                &Access::owned(&Caller::anonymous()),
+                &Filter::new(ScopeFilter::One(scope)),
+                Gate::ActiveAt(now),
+                None,
+                0,
+                1000,
+            )
+            .unwrap();
+        assert_eq!(gate.len() as u64, expected.active);
+    }
+
+    #[test]
+    fn expectation_prefers_the_configured_embedder_else_the_majority() {
+        let stamps = [
+            VectorStamp { model: "a".into(), dims: 3, vectors: 5 },
+            VectorStamp { model: "a".into(), dims: 4, vectors: 1 },
+            VectorStamp { model: "b".into(), dims: 8, vectors: 2 },
+        ];
+        let e = VectorExpectation::choose(Some(("b", Some(9))), &stamps);
+        assert_eq!((e.model.as_deref(), e.dims, e.configured), (Some("b"), Some(9), true));
+        let e = VectorExpectation::choose(Some(("b", None)), &stamps);
+        assert_eq!(e.dims, Some(8));
+        let e = VectorExpectation::choose(Some(("c", None)), &stamps);
+        assert_eq!((e.model.as_deref(), e.dims), (Some("c"), None));
+        let e = VectorExpectation::choose(None, &stamps);
+        assert_eq!((e.model.as_deref(), e.dims, e.configured), (Some("a"), Some(3), false));
+        assert_eq!(VectorExpectation::choose(None, &[]).model, None);
+    }
+
+    #[test]
+    fn a_successor_is_held_back_while_its_predecessors_stay() {
+        let (a, b, c) = (RecordId::mint(), RecordId::mint(), RecordId::mint());
+        // a -> b -> c (c is the head).
+        let preds = HashMap::from([(b, vec![a]), (c, vec![b])]);
+        let mut all = HashSet::from([a, b, c]);
+        assert!(hold_back_successors(&mut all, &preds).is_empty());
+        let mut without_a = HashSet::from([b, c]);
+        let held = hold_back_successors(&mut without_a, &preds);
+        assert!(without_a.is_empty(), "holding b back holds c back too");
+        assert_eq!(held[&b], vec![a]);
+        assert_eq!(held[&c], vec![b]);
+    }
+
+    #[test]
+    fn the_in_transaction_gate_agrees_with_exported_unchanged() {
+        let (_d, s) = store();
+        let (a, b) = (record("a:b:c", "a", T), record("a:b:c", "b", T));
+        put(&s, &a);
+        put(&s, &b);
+        s.mark_exported(std::slice::from_ref(&a), "x.jsonl", EpochSeconds::from_secs(T)).unwrap();
+        let ids = [a.id, b.id, RecordId::mint()];
+        let mine: Vec<bool> =
+            ids.iter().map(|id| export_gate_in(&s.lock(), id).unwrap().0).collect();
+        assert_eq!(mine, s.exported_unchanged(&ids).unwrap());
+        assert_eq!(mine, [true, false, false]);
+    }
+
+    #[test]
+    fn purge_apply_skips_what_changed_after_the_plan() {
+        let (_d, s) = store();
+        let mut records = Vec::new();
+        for i in 0..3 {
+            let mut m = record("a:b:c", &format!("old {i}"), T - 100);
+            m.archived_at = Some(EpochSeconds::from_secs(T - 50));
+            put(&s, &m);
+            records.push(m);
+        }
+        s.mark_exported(&records, "x.jsonl", EpochSeconds::from_secs(T)).unwrap();
+        let c = PurgeCriteria {
+            classes: vec![PurgeClass::Archived],
+            scope: None,
+            category: None,
+            tags_all: vec![],
+            created_before: None,
+        };
+        let plan = s.purge_plan(&c, at(T), |_| {}).unwrap();
+        assert!(plan.iter().all(|c| c.refused.is_none()), "{plan:?}");
+        let listed: Vec<RecordId> = plan.iter().map(|c| c.id).collect();
+        // After the plan: one record restored, one edited.
+        s.operator_set_archived(&[records[0].id], None).unwrap();
+        let mut edited = records[1].clone();
+        edited.content = "edited".into();
+        s.replace(&Access::owned(&Caller::anonymous()), &edited, None).unwrap();
+        let out = s.purge_apply(&listed, &c, at(T)).unwrap();
+        assert_eq!(out.iter().map(|o| o.deleted).collect::<Vec<_>>(), [false, false, true]);
+        assert!(out[0].skipped.as_deref().unwrap().contains("no longer matches"));
+        assert!(out[1].skipped.as_deref().unwrap().contains("changed since"));
+        assert_eq!(s.get_many(&listed).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn consolidation_skips_links_whose_records_changed() {
+        let (_d, s) = store();
+        let (old, new) = (record("a:b:c", "x", T - 10), record("a:b:c", "x again", T));
+        let (old2, new2) = (record("a:b:c", "y", T - 10), record("a:b:c", "y again", T));
+        for m in [&old, &new, &old2, &new2] {
+            put(&s, m);
+        }
+        let digest = |m: &Memory| SqliteStore::record_digest(m).unwrap();
+        let link = |t: &Memory, s: &Memory| ConsolidationLink {
+            target: t.id,
+            target_digest: digest(t),
+            successor: s.id,
+            successor_digest: digest(s),
+        };
+        let links = [link(&old, &new), link(&old2, &new2)];
+        s.touch(&old.id, at(T + 1)).unwrap(); // a read is not a change
+        let mut changed = new2.clone();
+        changed.tags = vec!["t".into()];
+        s.replace(&Access::owned(&Caller::anonymous()), &changed, None).unwrap();
+        let out = s.apply_consolidation(&links).unwrap();
+        assert_eq!(out[0], None);
+        assert!(out[1].as_deref().unwrap().contains("changed since"), "{out:?}");
+        let got = s.get_many(&[old.id, new.id, old2.id]).unwrap();
+        assert_eq!(got[0].superseded_by, Some(new.id));
+        assert_eq!(got[1].supersedes, vec![old.id]);
+        assert_eq!(got[2].superseded_by, None);
+    }
+}
