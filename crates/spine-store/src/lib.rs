@@ -16,6 +16,7 @@ mod gate;
 mod index;
 mod review;
 mod sqlite;
+mod summaries;
 mod transfer;
 
 use spine_core::{
@@ -28,6 +29,7 @@ pub use review::{
     VectorExpectation, VectorStamp, VerifyPage, Violation,
 };
 pub use sqlite::SqliteStore;
+pub use summaries::{AutoSummary, MissingSummaries, SummaryCandidate};
 pub use transfer::{
     ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, StoredRecord, StoredVector,
 };

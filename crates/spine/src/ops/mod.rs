@@ -8,6 +8,8 @@
 // Until every operator command of issue 6 uses these helpers.
 #![allow(dead_code)]
 
+pub mod summarize;
+
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 

@@ -1,0 +1,127 @@
+//! When a long command must stop: Ctrl-C (SIGINT), SIGTERM, or its `--timeout`.
+//!
+//! The first signal asks the command to stop between two records, so nothing is left half
+//! done; a second one exits at once (still safe: every record is written in its own
+//! transaction, which SQLite either commits whole or not at all).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+/// Why a command stopped before it finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stopped {
+    /// Its `--timeout` passed.
+    Timeout,
+    /// It received this signal (2 = SIGINT, 15 = SIGTERM).
+    Signal(i32),
+}
+
+impl Stopped {
+    /// The conventional exit status: 124 for a timeout (as `timeout(1)`), 128 + the signal.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Stopped::Timeout => 124,
+            Stopped::Signal(n) => 128 + n,
+        }
+    }
+
+    /// `timeout` or `interrupted`, for reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stopped::Timeout => "timeout",
+            Stopped::Signal(_) => "interrupted",
+        }
+    }
+}
+
+/// Whether to stop: a signal arrived or the deadline passed. Cheap to check.
+#[derive(Debug, Clone)]
+pub struct Stop {
+    /// The first signal received, 0 before any.
+    signal: Arc<AtomicI32>,
+    deadline: Option<Instant>,
+}
+
+impl Stop {
+    /// Starts watching for SIGINT and SIGTERM, with a deadline `timeout` from now (none when
+    /// zero). Must be called inside the tokio runtime; the handlers are in place when it
+    /// returns, so a signal can never kill the command half-way through a record.
+    pub fn install(timeout: Duration) -> Result<Stop> {
+        let signal = Arc::new(AtomicI32::new(0));
+        watch(signal.clone())?;
+        Ok(Stop { signal, deadline: (!timeout.is_zero()).then(|| Instant::now() + timeout) })
+    }
+
+    /// A stop that only a deadline can trigger (tests).
+    #[cfg(test)]
+    pub fn after(timeout: Duration) -> Stop {
+        Stop { signal: Arc::default(), deadline: Some(Instant::now() + timeout) }
+    }
+
+    /// Why to stop now, if so.
+    pub fn check(&self) -> Option<Stopped> {
+        match self.signal.load(Ordering::SeqCst) {
+            0 => self.deadline.filter(|d| Instant::now() >= *d).map(|_| Stopped::Timeout),
+            n => Some(Stopped::Signal(n)),
+        }
+    }
+}
+
+/// Records the first signal in `flag`; exits on the second.
+fn on_signal(flag: &AtomicI32, n: i32) {
+    if flag.compare_exchange(0, n, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+        eprintln!(
+            "stopping after the current record (Ctrl-C again stops at once; every record is \
+             written whole or not at all)"
+        );
+    } else {
+        eprintln!("stopped at once");
+        std::process::exit(128 + n);
+    }
+}
+
+#[cfg(unix)]
+fn watch(flag: Arc<AtomicI32>) -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    // `signal` installs the handler now, not when first polled.
+    let mut int = signal(SignalKind::interrupt()).context("installing the Ctrl-C handler")?;
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                Some(()) = int.recv() => on_signal(&flag, 2),
+                Some(()) = term.recv() => on_signal(&flag, 15),
+                else => break,
+            }
+        }
+    });
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn watch(flag: Arc<AtomicI32>) -> Result<()> {
+    tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            on_signal(&flag, 2);
+        }
+    });
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_stops_once_passed() {
+        let stop = Stop::after(Duration::from_millis(30));
+        assert_eq!(stop.check(), None);
+        std::thread::sleep(Duration::from_millis(40));
+        assert_eq!(stop.check(), Some(Stopped::Timeout));
+        assert_eq!(Stopped::Timeout.exit_code(), 124);
+        assert_eq!(Stopped::Signal(2).exit_code(), 130);
+    }
+}
