@@ -235,6 +235,17 @@ impl SqliteStore {
         Ok(out)
     }
 
+    /// How many records are expired at `cutoff` (what [`SqliteStore::expired_page`] walks).
+    pub fn count_expired(&self, cutoff: EpochSeconds) -> Result<u64> {
+        let conn = self.lock();
+        let n: i64 = conn.query_row(
+            "SELECT COUNT(*) FROM memories WHERE not_after IS NOT NULL AND not_after <= ?1",
+            [cutoff.as_secs()],
+            |r| r.get(0),
+        )?;
+        Ok(n as u64)
+    }
+
     /// Deletes each of `ids` that is still expired at `cutoff`, re-checked inside one
     /// transaction; entry i is true when record i was deleted (false: gone already, or its
     /// window was changed meanwhile). Tags and vector go with the record (cascade).
@@ -381,7 +392,10 @@ mod tests {
             body: &body,
             vector: Some(Embedding { model: "m", vector: &v }),
         };
-        assert_eq!(store.import_batch(&[item.clone()]).unwrap(), [ImportOutcome::Imported]);
+        assert_eq!(
+            store.import_batch(std::slice::from_ref(&item)).unwrap(),
+            [ImportOutcome::Imported]
+        );
         assert_eq!(store.import_batch(&[item]).unwrap(), [ImportOutcome::Present]);
         let page = store.export_page(None, 0, 10, true).unwrap();
         assert_eq!(page.len(), 1);
@@ -420,6 +434,7 @@ mod tests {
             store.insert(m, Embedding { model: "m", vector: &[1.0] }).unwrap();
         }
         let cutoff = EpochSeconds::from_secs(100);
+        assert_eq!(store.count_expired(cutoff).unwrap(), 1);
         let page = store.expired_page(cutoff, 0, 10).unwrap();
         assert_eq!(page.iter().map(|e| e.id).collect::<Vec<_>>(), [at.id]);
         let deleted = store.delete_expired(&[at.id, later.id, open_ended.id], cutoff).unwrap();

@@ -85,6 +85,27 @@ enum Command {
         #[arg(long, default_value_t = 64)]
         batch: usize,
     },
+    /// Write records, with their vectors, as JSON lines (to stdout, or to a new file).
+    ///
+    /// Every record of every scope unless --scope is given. What it wrote is marked as
+    /// exported, which `spine-review purge` requires before deleting a record. Safe while a
+    /// server runs on the same data directory.
+    Export(ops::export::ExportArgs),
+    /// Read a file written by `spine export` into the store.
+    ///
+    /// Records whose id is present already are skipped, so an interrupted import continues
+    /// when run again. Records without a vector are embedded with the configured embedder.
+    /// Safe while a server runs on the same data directory.
+    Import(ops::import::ImportArgs),
+    /// Delete expired records: a preview unless --apply.
+    ///
+    /// Expired: not_after at or before now minus --older-than. Archived and superseded
+    /// records are left to `spine-review purge`.
+    PruneExpired(ops::prune::PruneArgs),
+    /// Advance every record's schema_version to this binary's.
+    ///
+    /// Additive only; never lowers a newer record's stamp. Idempotent and resumable.
+    Migrate(ops::migrate::MigrateArgs),
 }
 
 fn default_data_dir() -> PathBuf {
@@ -93,6 +114,20 @@ fn default_data_dir() -> PathBuf {
     }
     let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
     home.join(".local/share/spine")
+}
+
+/// The embedded store an operator command works on; `existing`: refuse to create one (a
+/// mistyped --data-dir would otherwise look like an empty store).
+fn operator_store(common: &Common, command: &str, existing: bool) -> Result<SqliteStore> {
+    if common.database_url.is_some() {
+        bail!("spine {command} works on the embedded store only (omit --database-url)");
+    }
+    let data_dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
+    if existing && !data_dir.join("spine.db").is_file() {
+        bail!("no Spine store in {} (no spine.db there): check --data-dir", data_dir.display());
+    }
+    SqliteStore::open(&data_dir)
+        .with_context(|| format!("opening the store in {}", data_dir.display()))
 }
 
 /// Opens the store and starts the model loading; fails with an actionable message.
@@ -219,6 +254,35 @@ async fn main() -> Result<()> {
             })
             .await
             .context("the reindex thread panicked")??;
+        }
+        Command::Export(args) => {
+            let store = operator_store(&cli.common, "export", true)?;
+            tokio::task::spawn_blocking(move || ops::export::run(&store, &args))
+                .await
+                .context("the export thread panicked")??;
+        }
+        Command::Import(args) => {
+            let model_dir =
+                cli.common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
+            let embedder = cli.common.embedder.clone();
+            tokio::task::spawn_blocking(move || {
+                let open = || operator_store(&cli.common, "import", false);
+                ops::import::run(open, &embedder, &model_dir, &args)
+            })
+            .await
+            .context("the import thread panicked")??;
+        }
+        Command::PruneExpired(args) => {
+            let store = operator_store(&cli.common, "prune-expired", true)?;
+            tokio::task::spawn_blocking(move || ops::prune::run(&store, &args))
+                .await
+                .context("the prune-expired thread panicked")??;
+        }
+        Command::Migrate(args) => {
+            let store = operator_store(&cli.common, "migrate", true)?;
+            tokio::task::spawn_blocking(move || ops::migrate::run(&store, &args))
+                .await
+                .context("the migrate thread panicked")??;
         }
     }
     Ok(())

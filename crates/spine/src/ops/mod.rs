@@ -8,6 +8,10 @@
 // Until every operator command of issue 6 uses these helpers.
 #![allow(dead_code)]
 
+pub mod export;
+pub mod import;
+pub mod migrate;
+pub mod prune;
 pub mod summarize;
 
 use std::io::IsTerminal;
