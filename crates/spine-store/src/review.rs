@@ -829,12 +829,13 @@ impl SqliteStore {
     /// The records `c` selects at `now`, each with its verdict: eligible (`refused` is
     /// `None`) only when it passes the extract-before-delete gate
     /// ([`SqliteStore::exported_unchanged`]) and deleting it leaves no chain without a
-    /// live head. `gate_progress` is called with the number of records gate-checked so far.
+    /// live head. `gate_progress(n, total)` is called after each `n` of the `total` selected
+    /// records are gate-checked.
     pub fn purge_plan(
         &self,
         c: &PurgeCriteria,
         now: Timestamp,
-        mut gate_progress: impl FnMut(u64),
+        mut gate_progress: impl FnMut(u64, u64),
     ) -> Result<Vec<PurgeCandidate>> {
         let (mut candidates, predecessors) = {
             let mut conn = self.lock();
@@ -845,7 +846,7 @@ impl SqliteStore {
         let mut passed = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(500) {
             passed.extend(self.exported_unchanged(chunk)?);
-            gate_progress(chunk.len() as u64);
+            gate_progress(chunk.len() as u64, ids.len() as u64);
         }
         judge(&mut candidates, &passed, &predecessors);
         Ok(candidates)
@@ -1290,7 +1291,7 @@ mod tests {
             tags_all: vec![],
             created_before: None,
         };
-        let plan = s.purge_plan(&c, at(T), |_| {}).unwrap();
+        let plan = s.purge_plan(&c, at(T), |_, _| {}).unwrap();
         assert!(plan.iter().all(|c| c.refused.is_none()), "{plan:?}");
         let listed: Vec<RecordId> = plan.iter().map(|c| c.id).collect();
         // After the plan: one record restored, one edited.

@@ -106,6 +106,13 @@ enum Command {
     ///
     /// Additive only; never lowers a newer record's stamp. Idempotent and resumable.
     Migrate(ops::migrate::MigrateArgs),
+    /// Review the store: scan, verify, consolidate, purge, archive, restore.
+    ///
+    /// Sweeps (scan, verify, consolidate) need --scope or --all-scopes; consolidate and
+    /// purge are previews unless --apply. Safe while a server runs on the same data
+    /// directory.
+    #[command(name = "spine-review")]
+    SpineReview(ops::review::ReviewArgs),
 }
 
 fn default_data_dir() -> PathBuf {
@@ -283,6 +290,21 @@ async fn main() -> Result<()> {
             tokio::task::spawn_blocking(move || ops::migrate::run(&store, &args))
                 .await
                 .context("the migrate thread panicked")??;
+        }
+        Command::SpineReview(args) => {
+            let plan = ops::review::Plan::new(args)?;
+            let store = operator_store(&cli.common, "spine-review", true)?;
+            let model_dir =
+                cli.common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
+            let embedder = cli.common.embedder.clone();
+            let failed =
+                tokio::task::spawn_blocking(move || plan.run(&store, &model_dir, &embedder))
+                    .await
+                    .context("the spine-review thread panicked")??;
+            if failed {
+                ops::review::flush();
+                std::process::exit(1);
+            }
         }
     }
     Ok(())

@@ -12,6 +12,7 @@ pub mod export;
 pub mod import;
 pub mod migrate;
 pub mod prune;
+pub mod review;
 pub mod summarize;
 
 use std::io::IsTerminal;

@@ -1,0 +1,951 @@
+//! `spine spine-review` end to end: the real binary against a real store, written by a real
+//! `spine mcp` server (which stays up while the commands run) or directly through
+//! `SqliteStore` where a test needs exact states and times, and corrupted with raw SQL where
+//! verify must find something.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::*;
+use rusqlite::{Connection, params};
+use serde_json::{Value, json};
+use spine_core::{
+    Caller, Category, EpochSeconds, Memory, RecordId, Scope, ShortId, Source, Timestamp,
+};
+use spine_store::{Access, Embedding, SqliteStore, Store};
+use tempfile::TempDir;
+
+const BUILTIN: &str = "builtin:all-MiniLM-L6-v2";
+const DIMS: usize = 384;
+const SCOPE: &str = "review:project:spine";
+const OTHER: &str = "review:project:other";
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {}", self.stdout))
+    }
+}
+
+/// `spine <args> --data-dir <data>`, with a clean environment.
+async fn spine(data: &Path, args: &[&str]) -> Run {
+    let mut c = tokio::process::Command::new(SPINE);
+    c.args(args)
+        .arg("--data-dir")
+        .arg(data)
+        .env_remove("SPINE_OIDC_ISSUER")
+        .env_remove("SPINE_EMBEDDER")
+        .env_remove("SPINE_EMBED_URL")
+        .env_remove("SPINE_EMBED_MODEL")
+        .env_remove("SPINE_EMBED_DIMS")
+        .env_remove("SPINE_DATABASE_URL")
+        .env("RUST_BACKTRACE", "0")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), c.output())
+        .await
+        .expect("spine finished in time")
+        .expect("spine ran");
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(!run.stderr.contains("panicked"), "spine panicked: {}", run.stderr);
+    run
+}
+
+/// `spine spine-review <args> --json`, which must succeed.
+async fn review(data: &Path, args: &[&str]) -> Value {
+    let mut all = vec!["spine-review"];
+    all.extend_from_slice(args);
+    all.push("--json");
+    let r = spine(data, &all).await;
+    assert_eq!(r.code, 0, "spine-review {args:?} failed: {}\n{}", r.stderr, r.stdout);
+    r.json()
+}
+
+/// `spine spine-review <args>`, which must fail with a message containing `needle`.
+async fn refused(data: &Path, args: &[&str], needle: &str) {
+    let mut all = vec!["spine-review"];
+    all.extend_from_slice(args);
+    let r = spine(data, &all).await;
+    assert_ne!(r.code, 0, "spine-review {args:?} succeeded: {}", r.stdout);
+    assert!(r.stderr.contains(needle), "{needle:?} not in the error of {args:?}: {}", r.stderr);
+    assert!(r.stdout.is_empty(), "a refused command printed: {}", r.stdout);
+}
+
+const T0: i64 = 1_700_000_000;
+
+fn micros(secs: i64) -> Timestamp {
+    Timestamp::from_micros(secs * 1_000_000)
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
+}
+
+/// A record as `owner` would store it (empty owner: the anonymous bucket).
+fn record(scope: &str, content: &str, owner: &str) -> Memory {
+    let caller =
+        if owner.is_empty() { Caller::anonymous() } else { Caller::authenticated(owner, owner) };
+    Memory::new(
+        ShortId::mint(),
+        content.into(),
+        Scope::parse("scope", scope).unwrap(),
+        Source::UserSaid,
+        Category::Decision,
+        &caller,
+        micros(T0),
+    )
+}
+
+/// A unit vector of the built-in model's length pointing somewhere of its own.
+fn vector(seed: u64) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    let v: Vec<f32> = (0..DIMS)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % 2000) as f32 / 1000.0 - 1.0
+        })
+        .collect();
+    let n = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+    v.into_iter().map(|a| a / n).collect()
+}
+
+fn insert(store: &SqliteStore, m: &Memory, seed: u64) {
+    store.insert(m, Embedding { model: BUILTIN, vector: &vector(seed) }).unwrap();
+}
+
+fn ids(v: &Value) -> Vec<String> {
+    let mut out: Vec<String> =
+        v.as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_owned()).collect();
+    out.sort();
+    out
+}
+
+fn sorted(ids: &[&Memory]) -> Vec<String> {
+    let mut out: Vec<String> = ids.iter().map(|m| m.id.to_string()).collect();
+    out.sort();
+    out
+}
+
+fn db(data: &Path) -> Connection {
+    let c = Connection::open(data.join("spine.db")).unwrap();
+    c.busy_timeout(Duration::from_secs(10)).unwrap();
+    c
+}
+
+async fn store_memory(client: &Client, scope: &str, content: &str) -> String {
+    let r = ok(call(
+        client,
+        "store_memory",
+        json!({"content": content, "scope": scope, "source": "user-said",
+               "category": "convention"}),
+    )
+    .await);
+    r["id"].as_str().unwrap().to_owned()
+}
+
+fn get(data: &Path, id: &str) -> Option<Memory> {
+    let store = SqliteStore::open(data).unwrap();
+    store.get_many(&[RecordId::parse(id).unwrap()]).unwrap().pop()
+}
+
+#[tokio::test]
+async fn sweeps_and_bad_input_are_refused_and_change_nothing() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path();
+    // No store yet: nothing is created by a mistyped --data-dir.
+    refused(data, &["scan", "--all-scopes"], "no Spine store").await;
+    assert!(!data.join("spine.db").exists());
+
+    let store = SqliteStore::open(data).unwrap();
+    let mut archived = record(SCOPE, "archived and exported", "");
+    archived.archived_at = Some(EpochSeconds::from_secs(T0));
+    insert(&store, &archived, 1);
+    store
+        .mark_exported(std::slice::from_ref(&archived), "x.jsonl", EpochSeconds::from_secs(T0))
+        .unwrap();
+    let active = record(SCOPE, "active", "");
+    insert(&store, &active, 2);
+
+    // SPEC Errors 9: every sweep needs --scope or --all-scopes.
+    for sweep in ["scan", "verify", "consolidate"] {
+        refused(data, &[sweep], "--all-scopes").await;
+        refused(data, &[sweep, "--scope", "no-colons"], "<run>:<tier>:<repo>").await;
+    }
+    refused(data, &["scan", "--scope", SCOPE, "--all-scopes"], "cannot be used with").await;
+    // The free-form purge path needs a scope flag too; a purge needs a selection.
+    for filter in [&["--category", "gotcha"][..], &["--tags", "x"], &["--older-than", "30d"]] {
+        let mut args = vec!["purge", "--apply"];
+        args.extend_from_slice(filter);
+        refused(data, &args, "--scope <scope> or --all-scopes").await;
+    }
+    refused(data, &["purge", "--apply"], "say what to purge").await;
+    refused(data, &["purge", "--class", "forgotten"], "invalid value").await;
+    refused(data, &["purge", "--category", "rumour", "--all-scopes"], "category must be one of")
+        .await;
+    refused(data, &["purge", "--older-than", "soon", "--all-scopes"], "such as 90s").await;
+    refused(data, &["purge", "--tags", "a,,b", "--all-scopes"], "blank tag").await;
+    for t in ["--threshold=0", "--threshold=1.5", "--threshold=-0.2", "--threshold=NaN"] {
+        refused(data, &["consolidate", "--all-scopes", t], "--threshold must be").await;
+    }
+    // archive / restore: malformed, unknown (all or nothing), missing.
+    refused(data, &["archive"], "--id").await;
+    refused(data, &["archive", "--id", "not an id"], "UUID or a 10-character short_id").await;
+    let unknown = RecordId::mint().to_string();
+    refused(data, &["archive", "--id", &active.id.to_string(), "--id", &unknown], "no such record")
+        .await;
+    // The database URL is not for operator commands yet.
+    let r =
+        spine(data, &["spine-review", "scan", "--all-scopes", "--database-url", "postgres://x"])
+            .await;
+    assert_ne!(r.code, 0);
+    assert!(r.stderr.contains("embedded store only"), "{}", r.stderr);
+
+    // Nothing changed: the active record is still active, the archived one still there.
+    let left = store.get_many(&[archived.id, active.id]).unwrap();
+    assert_eq!(left.len(), 2);
+    assert_eq!(left[1].archived_at, None);
+}
+
+#[tokio::test]
+async fn scan_counts_each_state_with_archived_and_expired_apart() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path();
+    let store = SqliteStore::open(data).unwrap();
+    let now = now_secs();
+    let past = EpochSeconds::from_secs(now - 3600);
+    let future = EpochSeconds::from_secs(now + 3600);
+    let mut n = 0;
+    let mut put = |scope: &str, edit: &dyn Fn(&mut Memory)| {
+        n += 1;
+        let mut m = record(scope, &format!("record {n}"), "");
+        edit(&mut m);
+        insert(&store, &m, n);
+    };
+    put(SCOPE, &|_| {});
+    put(SCOPE, &|_| {});
+    put(SCOPE, &|m| m.archived_at = Some(past));
+    put(SCOPE, &|m| m.not_after = Some(past));
+    put(SCOPE, &|m| {
+        m.archived_at = Some(past);
+        m.not_after = Some(past);
+    });
+    put(SCOPE, &|m| m.superseded_by = Some(RecordId::mint()));
+    put(SCOPE, &|m| m.not_before = Some(future));
+    // Expired suppresses scheduled (an inverted window can only come from old data).
+    put(SCOPE, &|m| {
+        m.not_before = Some(future);
+        m.not_after = Some(past);
+    });
+    put(OTHER, &|_| {});
+
+    let one = review(data, &["scan", "--scope", SCOPE]).await;
+    let expected = json!({"scope": SCOPE, "records": 8, "active": 2, "hidden": 6, "archived": 2,
+        "superseded": 1, "expired": 3, "scheduled": 1});
+    assert_eq!(one["scopes"], json!([expected]), "{one}");
+    assert_eq!(one["total"]["records"], 8);
+    assert_eq!(one["scope"], SCOPE);
+
+    let all = review(data, &["scan", "--all-scopes"]).await;
+    assert_eq!(all["scopes"].as_array().unwrap().len(), 2, "{all}");
+    assert_eq!(all["scopes"][0]["scope"], OTHER);
+    assert_eq!(all["scopes"][0]["active"], 1);
+    assert_eq!(all["total"]["records"], 9);
+    assert_eq!(all["total"]["active"], 3);
+    assert_eq!(all["scope"], Value::Null);
+
+    let human = spine(data, &["spine-review", "scan", "--all-scopes"]).await;
+    assert_eq!(human.code, 0);
+    assert!(human.stdout.contains("archived") && human.stdout.contains("expired"));
+    assert!(human.stdout.contains("9 records in every scope"), "{}", human.stdout);
+
+    let empty = review(data, &["scan", "--scope", "nothing:here:yet"]).await;
+    assert_eq!(empty["scopes"], json!([]));
+    assert_eq!(empty["total"]["records"], 0);
+}
+
+/// The violations of `report` as (id, check) pairs.
+fn found(report: &Value) -> Vec<(String, String)> {
+    report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["id"].as_str().unwrap().to_owned(), v["check"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verify_passes_a_healthy_store_and_names_every_planted_violation() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path();
+    // A healthy store written by the real server: plain records, a chain, a merge, a rule.
+    let client = stdio_client(data).await;
+    let mut plain = Vec::new();
+    for i in 0..12 {
+        plain.push(
+            store_memory(&client, SCOPE, &format!("Convention number {i} of the team")).await,
+        );
+    }
+    let old = store_memory(&client, SCOPE, "Deploys go out on Tuesdays").await;
+    let supersede = |content: &str, targets: Vec<&str>| {
+        json!({"content": content, "scope": SCOPE, "source": "user-said",
+               "category": "decision", "supersedes": targets})
+    };
+    let mid = ok(call(
+        &client,
+        "supersede_memory",
+        supersede("Deploys go out on Wednesdays", vec![&old]),
+    )
+    .await)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let head =
+        ok(call(&client, "supersede_memory", supersede("Deploys go out on Thursdays", vec![&mid]))
+            .await)["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    let (m1, m2) = (
+        store_memory(&client, SCOPE, "Lint with clippy").await,
+        store_memory(&client, SCOPE, "Format with rustfmt").await,
+    );
+    let merged = ok(call(
+        &client,
+        "supersede_memory",
+        supersede("Lint with clippy, format with rustfmt", vec![&m1, &m2]),
+    )
+    .await)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let rule = ok(call(
+        &client,
+        "store_rule",
+        json!({"content": "Never force-push main", "scope": "rule:project:spine",
+               "summary": "No force-push to main"}),
+    )
+    .await)["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let clean = review(data, &["verify", "--all-scopes"]).await;
+    assert_eq!(clean["ok"], true, "{clean}");
+    assert_eq!(clean["checked"], 19);
+    assert_eq!(clean["embedder"]["model"], BUILTIN);
+    assert_eq!(clean["embedder"]["dims"], DIMS);
+    let human = spine(data, &["spine-review", "verify", "--all-scopes"]).await;
+    assert_eq!(human.code, 0, "{}", human.stdout);
+    assert!(human.stdout.contains("no violations"), "{}", human.stdout);
+    assert!(human.stderr.contains("verifying: 19 to do"), "progress: {}", human.stderr);
+
+    // Plant one violation of each kind, with raw SQL, while the server is still up.
+    let c = db(data);
+    let set_body = |id: &str, path: &str, value: Value| {
+        c.execute(
+            "UPDATE memories SET body = json_set(body, ?2, json(?3)) WHERE id = ?1",
+            params![id, path, value.to_string()],
+        )
+        .unwrap();
+    };
+    let set_successor = |id: &str, succ: Option<&str>| {
+        c.execute("UPDATE memories SET superseded_by = ?2 WHERE id = ?1", params![id, succ])
+            .unwrap();
+        match succ {
+            Some(s) => set_body(id, "$.superseded_by", json!(s)),
+            None => {
+                c.execute(
+                    "UPDATE memories SET body = json_remove(body, '$.superseded_by') WHERE id = ?1",
+                    [id],
+                )
+                .unwrap();
+            }
+        }
+    };
+    let rowid = |id: &str| -> i64 {
+        c.query_row("SELECT rowid FROM memories WHERE id = ?1", [id], |r| r.get(0)).unwrap()
+    };
+    // payload_corrupt
+    c.execute("UPDATE memories SET body = '{\"id\": oops' WHERE id = ?1", [&plain[0]]).unwrap();
+    // columns_mismatch: the column says archived, the payload does not.
+    c.execute("UPDATE memories SET archived_at = 5 WHERE id = ?1", [&plain[1]]).unwrap();
+    // missing_vector
+    c.execute("DELETE FROM vectors WHERE memory = ?1", [rowid(&plain[2])]).unwrap();
+    // vector_dimension: 3 finite, non-zero floats.
+    let short: Vec<u8> = [0.5f32, 0.25, 0.125].iter().flat_map(|x| x.to_le_bytes()).collect();
+    c.execute(
+        "UPDATE vectors SET vec = ?2, dims = 3 WHERE memory = ?1",
+        params![rowid(&plain[3]), short],
+    )
+    .unwrap();
+    // vector_corrupt: the dims column disagrees with the bytes.
+    c.execute("UPDATE vectors SET dims = 7 WHERE memory = ?1", [rowid(&plain[4])]).unwrap();
+    // embedder_stamp
+    c.execute("UPDATE vectors SET model = 'openai:other' WHERE memory = ?1", [rowid(&plain[5])])
+        .unwrap();
+    // duplicate_short_id: plain[7] takes plain[6]'s handle (column and payload agree).
+    let taken: String = c
+        .query_row("SELECT short_id FROM memories WHERE id = ?1", [&plain[6]], |r| r.get(0))
+        .unwrap();
+    c.execute("UPDATE memories SET short_id = ?2 WHERE id = ?1", params![&plain[7], taken])
+        .unwrap();
+    set_body(&plain[7], "$.short_id", json!(taken));
+    // backlink_missing: the head forgets mid in its supersedes.
+    set_body(&head, "$.supersedes", json!([]));
+    // predecessor_not_superseded: m2 loses its successor, merged still lists it.
+    set_successor(&m2, None);
+    // dangling_successor
+    let ghost = RecordId::mint().to_string();
+    set_successor(&plain[8], Some(&ghost));
+    // chain_cycle: plain[9] and plain[10] supersede each other.
+    set_successor(&plain[9], Some(&plain[10]));
+    set_successor(&plain[10], Some(&plain[9]));
+    set_body(&plain[9], "$.supersedes", json!([plain[10]]));
+    set_body(&plain[10], "$.supersedes", json!([plain[9]]));
+    // rule_superseded: plain[11] claims the rule.
+    set_successor(&rule, Some(&plain[11]));
+    set_body(&plain[11], "$.supersedes", json!([rule]));
+    // predecessor_other_successor: merged also lists old, which names mid.
+    set_body(&merged, "$.supersedes", json!([m1, m2, old]));
+
+    let r = spine(data, &["spine-review", "verify", "--all-scopes", "--json"]).await;
+    assert_eq!(r.code, 1, "violations exit 1: {}", r.stderr);
+    let report = r.json();
+    assert_eq!(report["ok"], false);
+    let got = found(&report);
+    let expected = [
+        (&plain[0], "payload_corrupt"),
+        (&plain[1], "columns_mismatch"),
+        (&plain[2], "missing_vector"),
+        (&plain[3], "vector_dimension"),
+        (&plain[4], "vector_corrupt"),
+        (&plain[5], "embedder_stamp"),
+        (&plain[6], "duplicate_short_id"),
+        (&plain[7], "duplicate_short_id"),
+        (&mid, "backlink_missing"),
+        (&merged, "predecessor_not_superseded"),
+        (&merged, "predecessor_other_successor"),
+        (&plain[8], "dangling_successor"),
+        (&plain[9], "chain_cycle"),
+        (&plain[10], "chain_cycle"),
+        (&rule, "rule_superseded"),
+    ];
+    for (id, check) in expected {
+        assert!(got.contains(&(id.clone(), check.to_owned())), "{check} on {id} missing: {got:?}");
+    }
+    assert_eq!(got.len(), expected.len(), "nothing else reported: {got:#?}");
+    assert_eq!(report["counts"]["duplicate_short_id"], 2);
+    let v = &report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["check"] == "dangling_successor")
+        .unwrap()["detail"];
+    assert!(v.as_str().unwrap().contains(&ghost), "{v}");
+
+    // Human output names each record and exits 1 too.
+    let human = spine(data, &["spine-review", "verify", "--all-scopes"]).await;
+    assert_eq!(human.code, 1);
+    for (id, check) in expected {
+        assert!(human.stdout.contains(id) && human.stdout.contains(check), "{}", human.stdout);
+    }
+    assert!(human.stdout.contains("15 violations"), "{}", human.stdout);
+
+    // A scope with nothing wrong passes on its own.
+    let rules = review(data, &["verify", "--scope", "rule:project:x"]).await;
+    assert_eq!((rules["ok"].clone(), rules["checked"].clone()), (json!(true), json!(0)));
+    // An OpenAI-compatible embedder configured instead: every vector has a foreign stamp.
+    let r = spine(
+        data,
+        &[
+            "spine-review",
+            "verify",
+            "--scope",
+            SCOPE,
+            "--json",
+            "--embedder",
+            "openai",
+            "--embed-url",
+            "http://127.0.0.1:9",
+            "--embed-model",
+            "m",
+            "--embed-dims",
+            "8",
+        ],
+    )
+    .await;
+    assert_eq!(r.code, 1);
+    let report = r.json();
+    assert_eq!(report["embedder"]["model"], "openai:m");
+    // 18 records in the scope: one has no vector and one a corrupt one.
+    assert_eq!(report["counts"]["embedder_stamp"], 16, "{}", report["counts"]);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consolidate_proposes_then_applies_exactly_that_with_links_both_ways() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path();
+    let client = stdio_client(data).await;
+    // Three copies of one convention (oldest first), a distinct record, the same text in
+    // another scope, an archived copy, and two identical rules.
+    let text = "Run cargo clippy with -D warnings before every commit";
+    let a = store_memory(&client, SCOPE, text).await;
+    let b = store_memory(&client, SCOPE, &format!("{text}.")).await;
+    let distinct = store_memory(&client, SCOPE, "The staging database is reset every night").await;
+    let c = store_memory(&client, SCOPE, &text.to_lowercase()).await;
+    let elsewhere = store_memory(&client, OTHER, text).await;
+    let archived = store_memory(&client, SCOPE, text).await;
+    ok(call(&client, "archive_memory", json!({"ids": [archived]})).await);
+    for _ in 0..2 {
+        ok(call(
+            &client,
+            "store_rule",
+            json!({"content": "Never force-push main", "scope": "rule:project:spine",
+                   "summary": "No force-push"}),
+        )
+        .await);
+    }
+
+    let preview = review(data, &["consolidate", "--all-scopes"]).await;
+    assert_eq!(preview["applied"], false);
+    assert_eq!(preview["threshold"].as_f64().unwrap() as f32, 0.95);
+    let proposals = preview["proposals"].as_array().unwrap();
+    assert_eq!(proposals.len(), 1, "{preview:#}");
+    let p = &proposals[0];
+    assert_eq!(p["successor"]["id"], c.as_str(), "the newest copy is kept: {p:#}");
+    let targets: Vec<&str> =
+        p["supersedes"].as_array().unwrap().iter().map(|t| t["id"].as_str().unwrap()).collect();
+    assert_eq!(targets, [a.as_str(), b.as_str()]);
+    for t in p["supersedes"].as_array().unwrap() {
+        assert!(t["similarity"].as_f64().unwrap() >= 0.95, "{t}");
+        assert_eq!(t["status"], "proposed");
+    }
+    // The preview wrote nothing.
+    for id in [&a, &b, &c] {
+        let m = get(data, id).unwrap();
+        assert!(m.superseded_by.is_none() && m.supersedes.is_empty(), "{m:?}");
+    }
+    let human = spine(data, &["spine-review", "consolidate", "--scope", SCOPE]).await;
+    assert_eq!(human.code, 0);
+    assert!(
+        human.stdout.contains("would supersede") && human.stdout.contains("nothing written"),
+        "{}",
+        human.stdout
+    );
+
+    // Applying does exactly what the preview proposed.
+    let applied = review(data, &["consolidate", "--all-scopes", "--apply"]).await;
+    assert_eq!(applied["applied"], true);
+    assert_eq!(applied["summary"]["applied"], 2, "{applied:#}");
+    assert_eq!(applied["summary"]["skipped"], 0);
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        for p in v.as_array_mut().unwrap() {
+            for t in p["supersedes"].as_array_mut().unwrap() {
+                t.as_object_mut().unwrap().remove("status");
+            }
+        }
+        v
+    };
+    assert_eq!(strip(&applied["proposals"]), strip(&preview["proposals"]));
+    let head = get(data, &c).unwrap();
+    assert_eq!(
+        head.supersedes.iter().map(|i| i.to_string()).collect::<Vec<_>>(),
+        [a.clone(), b.clone()]
+    );
+    for id in [&a, &b] {
+        assert_eq!(get(data, id).unwrap().superseded_by.map(|s| s.to_string()), Some(c.clone()));
+    }
+    for id in [&distinct, &elsewhere, &archived] {
+        assert!(get(data, id).unwrap().superseded_by.is_none());
+    }
+    let rules = SqliteStore::open(data).unwrap();
+    let conn = db(data);
+    let rule_links: i64 = conn
+        .query_row(
+            "SELECT COUNT(*) FROM memories WHERE category = 'rule'
+             AND (superseded_by IS NOT NULL OR json_array_length(body, '$.supersedes') > 0)",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(rule_links, 0, "rules are never superseded nor superseding");
+    drop(rules);
+
+    // The store is consistent, the server's recall hides the superseded copies, and there
+    // is nothing left to consolidate.
+    assert_eq!(review(data, &["verify", "--all-scopes"]).await["ok"], true);
+    let found =
+        ok(call(&client, "search_memory", json!({"query": text, "scope": SCOPE, "k": 10})).await);
+    let hits: Vec<&str> =
+        found["memories"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap()).collect();
+    assert!(
+        hits.contains(&c.as_str()) && !hits.contains(&a.as_str()) && !hits.contains(&b.as_str()),
+        "{hits:?}"
+    );
+    let again = review(data, &["consolidate", "--all-scopes", "--apply"]).await;
+    assert_eq!(again["proposals"], json!([]));
+
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn consolidate_compares_records_of_one_owner_and_visibility_only() {
+    // Four records with the same vector: only the two of one owner and visibility pair up.
+    let dir = TempDir::new().unwrap();
+    let data = dir.path();
+    let store = SqliteStore::open(data).unwrap();
+    let mut older = record(SCOPE, "same", "alice@example.com");
+    older.created_at = micros(T0);
+    let mut newer = record(SCOPE, "same again", "alice@example.com");
+    newer.created_at = micros(T0 + 10);
+    let mut bobs = record(SCOPE, "same for bob", "bob@example.com");
+    bobs.created_at = micros(T0 + 20);
+    let mut shared = record(SCOPE, "same but shared", "alice@example.com");
+    shared.created_at = micros(T0 + 30);
+    shared.visibility = spine_core::Visibility::Shared;
+    for m in [&older, &newer, &bobs, &shared] {
+        insert(&store, m, 7);
+    }
+    let preview = review(data, &["consolidate", "--scope", SCOPE]).await;
+    let p = preview["proposals"].as_array().unwrap();
+    assert_eq!(p.len(), 1, "{preview:#}");
+    assert_eq!(p[0]["owner"], "alice@example.com");
+    assert_eq!(p[0]["visibility"], "");
+    assert_eq!(p[0]["successor"]["id"], newer.id.to_string());
+    assert_eq!(p[0]["supersedes"][0]["id"], older.id.to_string());
+    assert!(p[0]["supersedes"][0]["similarity"].as_f64().unwrap() > 0.9999);
+    let applied = review(data, &["consolidate", "--scope", SCOPE, "--apply"]).await;
+    assert_eq!(applied["summary"]["applied"], 1);
+    assert_eq!(store.get_many(&[older.id]).unwrap()[0].superseded_by, Some(newer.id));
+}
+
+/// Records for the purge tests, stored directly with exact states.
+struct PurgeFixture {
+    dir: TempDir,
+    store: SqliteStore,
+    exported: Memory,
+    edited: Memory,
+    unexported: Memory,
+    expired: Memory,
+    old_link: Memory,
+    new_link: Memory,
+    archived_head: Memory,
+    its_predecessor: Memory,
+    active: Memory,
+}
+
+fn purge_fixture() -> PurgeFixture {
+    let dir = TempDir::new().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let now = now_secs();
+    let past = EpochSeconds::from_secs(now - 60);
+    let archived = |content: &str| {
+        let mut m = record(SCOPE, content, "");
+        m.archived_at = Some(past);
+        m.tags = vec!["old".into()];
+        m
+    };
+    let exported = archived("archived, exported as it is");
+    let edited = archived("archived, edited after its export");
+    let unexported = archived("archived, never exported");
+    let mut expired = record(OTHER, "expired, exported", "");
+    expired.not_after = Some(past);
+    let mut new_link = record(SCOPE, "the correction", "");
+    let mut old_link = record(SCOPE, "the corrected", "");
+    old_link.superseded_by = Some(new_link.id);
+    new_link.supersedes = vec![old_link.id];
+    // An archived chain head whose predecessor is not archived.
+    let mut archived_head = archived("archived head");
+    let mut its_predecessor = record(SCOPE, "its predecessor", "");
+    its_predecessor.superseded_by = Some(archived_head.id);
+    archived_head.supersedes = vec![its_predecessor.id];
+    let mut active = record(SCOPE, "active, exported", "");
+    active.category = Category::Gotcha;
+    active.tags = vec!["ci".into(), "flaky".into()];
+    for (i, m) in [
+        &exported,
+        &edited,
+        &unexported,
+        &expired,
+        &old_link,
+        &new_link,
+        &archived_head,
+        &its_predecessor,
+        &active,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        insert(&store, m, i as u64 + 100);
+    }
+    let out = [&exported, &edited, &expired, &old_link, &new_link, &archived_head, &active];
+    let out: Vec<Memory> = out.into_iter().cloned().collect();
+    store.mark_exported(&out, "backup.jsonl", EpochSeconds::from_secs(now)).unwrap();
+    let mut changed = edited.clone();
+    changed.content = "archived, edited after its export (edited)".into();
+    assert!(store.replace(&Access::owned(&Caller::anonymous()), &changed, None).unwrap());
+    PurgeFixture {
+        dir,
+        store,
+        exported,
+        edited: changed,
+        unexported,
+        expired,
+        old_link,
+        new_link,
+        archived_head,
+        its_predecessor,
+        active,
+    }
+}
+
+fn reasons(report: &Value) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = report["refused"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["id"].as_str().unwrap().to_owned(), r["reason"].as_str().unwrap().to_owned()))
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn purge_previews_then_deletes_exactly_the_exported_unchanged_records() {
+    let f = purge_fixture();
+    let data = f.dir.path();
+    let all = [
+        &f.exported,
+        &f.edited,
+        &f.unexported,
+        &f.expired,
+        &f.old_link,
+        &f.new_link,
+        &f.archived_head,
+        &f.its_predecessor,
+        &f.active,
+    ];
+    let all_ids: Vec<RecordId> = all.iter().map(|m| m.id).collect();
+
+    let preview = review(data, &["purge", "--class", "archived"]).await;
+    assert_eq!(preview["applied"], false);
+    assert_eq!(ids(&preview["eligible"]), sorted(&[&f.exported]), "{preview:#}");
+    let mut expected = vec![
+        (f.edited.id.to_string(), "changed_since_export".to_owned()),
+        (f.unexported.id.to_string(), "not_exported".to_owned()),
+        (f.archived_head.id.to_string(), "supersedes_records_that_stay".to_owned()),
+    ];
+    expected.sort();
+    assert_eq!(reasons(&preview), expected);
+    for r in preview["refused"].as_array().unwrap() {
+        assert!(
+            r["hint"].as_str().unwrap().contains(match r["reason"].as_str().unwrap() {
+                "supersedes_records_that_stay" => "purge",
+                _ => "spine export",
+            }),
+            "{r}"
+        );
+    }
+    assert_eq!(preview["eligible"][0]["exported_to"], "backup.jsonl");
+    assert_eq!(preview["eligible"][0]["states"], json!(["archived"]));
+    // The preview deleted nothing, and says so.
+    assert_eq!(f.store.get_many(&all_ids).unwrap().len(), all.len());
+    let human = spine(data, &["spine-review", "purge", "--class", "archived"]).await;
+    assert_eq!(human.code, 0);
+    assert!(
+        human.stdout.contains("would delete 1 record") && human.stdout.contains("nothing deleted"),
+        "{}",
+        human.stdout
+    );
+    assert!(human.stdout.contains("spine export"), "{}", human.stdout);
+
+    // --apply deletes exactly what the preview listed as eligible, with tags and vector.
+    let conn = db(data);
+    let rowid: i64 = conn
+        .query_row("SELECT rowid FROM memories WHERE id = ?1", [f.exported.id.to_string()], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let applied = review(data, &["purge", "--class", "archived", "--apply"]).await;
+    assert_eq!(applied["applied"], true);
+    assert_eq!(ids(&applied["eligible"]), ids(&preview["eligible"]));
+    assert_eq!(reasons(&applied), reasons(&preview));
+    assert_eq!(applied["summary"]["deleted"], 1);
+    assert_eq!(applied["outcomes"], json!([{"id": f.exported.id.to_string(), "deleted": true}]));
+    let left: Vec<RecordId> = f.store.get_many(&all_ids).unwrap().iter().map(|m| m.id).collect();
+    assert_eq!(left.len(), all.len() - 1);
+    assert!(!left.contains(&f.exported.id));
+    for table in ["memory_tags", "vectors"] {
+        let n: i64 = conn
+            .query_row(&format!("SELECT COUNT(*) FROM {table} WHERE memory = ?1"), [rowid], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(n, 0, "{table} rows go with the record");
+    }
+    // Nothing eligible is left; the refused are still refused.
+    let again = review(data, &["purge", "--class", "archived", "--apply"]).await;
+    assert_eq!(again["summary"]["deleted"], 0);
+    assert_eq!(reasons(&again), reasons(&preview));
+
+    // Exporting the predecessor and archiving it lets the head go with it.
+    f.store
+        .operator_set_archived(&[f.its_predecessor.id], Some(EpochSeconds::from_secs(now_secs())))
+        .unwrap();
+    let archived_pred = f.store.get_many(&[f.its_predecessor.id]).unwrap();
+    f.store
+        .mark_exported(&archived_pred, "later.jsonl", EpochSeconds::from_secs(now_secs()))
+        .unwrap();
+    let both = review(data, &["purge", "--class", "archived", "--scope", SCOPE, "--apply"]).await;
+    assert_eq!(ids(&both["eligible"]), sorted(&[&f.archived_head, &f.its_predecessor]), "{both:#}");
+    assert_eq!(both["summary"]["deleted"], 2);
+
+    // Superseded and expired classes, one scope or all.
+    let sup = review(data, &["purge", "--class", "superseded", "--apply"]).await;
+    assert_eq!(ids(&sup["eligible"]), sorted(&[&f.old_link]));
+    let exp = review(data, &["purge", "--class", "expired", "--scope", SCOPE]).await;
+    assert_eq!(exp["summary"]["selected"], 0, "the expired record is in another scope");
+    let exp = review(data, &["purge", "--class", "expired,archived", "--apply"]).await;
+    assert_eq!(ids(&exp["eligible"]), sorted(&[&f.expired]));
+    assert_eq!(exp["summary"]["refused"], 2);
+    // The correction survives its purged predecessor, and the store still verifies.
+    let head = f.store.get_many(&[f.new_link.id]).unwrap();
+    assert_eq!(head[0].supersedes, vec![f.old_link.id]);
+    assert_eq!(review(data, &["verify", "--all-scopes"]).await["ok"], true);
+}
+
+#[tokio::test]
+async fn free_form_purge_filters_by_category_tags_and_age_within_a_scope() {
+    let f = purge_fixture();
+    let data = f.dir.path();
+    let by_category = review(data, &["purge", "--category", "gotcha", "--scope", SCOPE]).await;
+    assert_eq!(ids(&by_category["eligible"]), sorted(&[&f.active]));
+    assert_eq!(by_category["eligible"][0]["states"], json!([]));
+    let by_tags = review(data, &["purge", "--tags", "ci,flaky", "--all-scopes"]).await;
+    assert_eq!(ids(&by_tags["eligible"]), sorted(&[&f.active]));
+    let none = review(data, &["purge", "--tags", "ci,unknown", "--all-scopes"]).await;
+    assert_eq!(none["summary"]["selected"], 0);
+    let other_scope = review(data, &["purge", "--category", "gotcha", "--scope", OTHER]).await;
+    assert_eq!(other_scope["summary"]["selected"], 0);
+    // Every fixture record was created at T0 (2023): all are older than 30 days, none
+    // older than 100 years.
+    let old = review(data, &["purge", "--older-than", "30d", "--scope", SCOPE]).await;
+    assert_eq!(old["summary"]["selected"], 8, "{old:#}");
+    let ancient = review(data, &["purge", "--older-than", "100years", "--all-scopes"]).await;
+    assert_eq!(ancient["summary"]["selected"], 0);
+    // --class narrowed by a filter.
+    let tagged = review(data, &["purge", "--class", "archived", "--tags", "old"]).await;
+    assert_eq!(tagged["summary"]["selected"], 4);
+    let applied =
+        review(data, &["purge", "--category", "gotcha", "--scope", SCOPE, "--apply"]).await;
+    assert_eq!(applied["summary"]["deleted"], 1);
+    assert!(f.store.get_many(&[f.active.id]).unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn archive_and_restore_act_on_any_owners_record_by_id_or_short_id() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path();
+    let store = SqliteStore::open(data).unwrap();
+    let alices = record(SCOPE, "alice's private note", "alice@example.com");
+    let bobs = record(SCOPE, "bob's private note", "bob@example.com");
+    insert(&store, &alices, 1);
+    insert(&store, &bobs, 2);
+    let short = alices.short_id.as_str().to_lowercase();
+
+    let r = review(data, &["archive", "--id", &short, "--id", &bobs.id.to_string()]).await;
+    let outcomes: Vec<&str> =
+        r["results"].as_array().unwrap().iter().map(|x| x["outcome"].as_str().unwrap()).collect();
+    assert_eq!(outcomes, ["archived", "archived"]);
+    assert_eq!(r["results"][0]["id"], alices.id.to_string());
+    assert_eq!(r["results"][0]["input"], short);
+    let now = now_secs();
+    for m in store.get_many(&[alices.id, bobs.id]).unwrap() {
+        let at = m.archived_at.expect("archived").as_secs();
+        assert!((now - 60..=now + 60).contains(&at), "{at}");
+    }
+    let again = review(data, &["archive", "--id", &alices.id.to_string()]).await;
+    assert_eq!(again["results"][0]["outcome"], "already_archived");
+    let scan = review(data, &["scan", "--scope", SCOPE]).await;
+    assert_eq!(scan["total"]["archived"], 2);
+
+    let restored = review(data, &["restore", "--id", &alices.id.to_string()]).await;
+    assert_eq!(restored["results"][0]["outcome"], "restored");
+    assert_eq!(store.get_many(&[alices.id]).unwrap()[0].archived_at, None);
+    let human = spine(data, &["spine-review", "restore", "--id", &short]).await;
+    assert_eq!(human.code, 0);
+    assert!(human.stdout.contains("not_archived"), "{}", human.stdout);
+
+    // A short id two records share names both and changes nothing.
+    db(data)
+        .execute(
+            "UPDATE memories SET short_id = ?2 WHERE id = ?1",
+            params![bobs.id.to_string(), alices.short_id.as_str()],
+        )
+        .unwrap();
+    refused(data, &["restore", "--id", alices.short_id.as_str()], &bobs.id.to_string()).await;
+    assert!(store.get_many(&[bobs.id]).unwrap()[0].archived_at.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_apply_beside_a_running_server_which_sees_their_writes() {
+    let dir = TempDir::new().unwrap();
+    let data = dir.path();
+    let client = stdio_client(data).await;
+    let keep = store_memory(&client, SCOPE, "Releases are cut from the main branch").await;
+    let gone = store_memory(&client, SCOPE, "Feature flags are removed after two releases").await;
+    let visible = |hits: &Value| -> Vec<String> {
+        hits["memories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let list =
+        || async { visible(&ok(call(&client, "list_memory", json!({"scope": SCOPE})).await)) };
+    assert_eq!(list().await.len(), 2);
+
+    // Archive through the operator command: the server's recall hides it at once.
+    review(data, &["archive", "--id", &gone]).await;
+    assert_eq!(list().await, std::slice::from_ref(&keep));
+    let search =
+        ok(call(&client, "search_memory", json!({"query": "feature flags", "scope": SCOPE})).await);
+    assert!(!visible(&search).contains(&gone));
+    review(data, &["restore", "--id", &gone]).await;
+    assert_eq!(list().await.len(), 2);
+
+    // Purge it after an export (here: marked exported) and an archive; the server no longer
+    // finds it at all.
+    review(data, &["archive", "--id", &gone]).await;
+    let store = SqliteStore::open(data).unwrap();
+    let rec = store.get_many(&[RecordId::parse(&gone).unwrap()]).unwrap();
+    store.mark_exported(&rec, "backup.jsonl", EpochSeconds::from_secs(now_secs())).unwrap();
+    let purged = review(data, &["purge", "--class", "archived", "--scope", SCOPE, "--apply"]).await;
+    assert_eq!(purged["summary"]["deleted"], 1);
+    let got = call(&client, "get_memory", json!({"id": gone})).await;
+    assert_eq!(err(got)["code"], "not_found");
+    let search =
+        ok(call(&client, "search_memory", json!({"query": "feature flags", "scope": SCOPE})).await);
+    assert_eq!(visible(&search), std::slice::from_ref(&keep));
+    // The server keeps writing; the store stays consistent.
+    store_memory(&client, SCOPE, "Written after the purge").await;
+    assert_eq!(review(data, &["verify", "--scope", SCOPE]).await["checked"], 2);
+    client.cancel().await.unwrap();
+}
