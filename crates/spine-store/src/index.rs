@@ -226,6 +226,9 @@ pub(crate) struct Index {
     tags: Vec<Box<[u32]>>,
     model: Vec<u32>,
     spaces: HashMap<u32, Space>,
+    /// `scopes` answers by (access, filter), dropped on every change: cross-spine searches
+    /// ask for the same coverage again and again between writes.
+    scopes_cache: HashMap<String, Vec<String>>,
 }
 
 impl Index {
@@ -250,6 +253,7 @@ impl Index {
 
     /// Inserts or replaces the record at `row.rowid`.
     pub fn upsert(&mut self, row: Row) {
+        self.scopes_cache.clear();
         let slot = match self.slot_of.get(&row.rowid) {
             Some(&s) => s as usize,
             None => {
@@ -311,6 +315,7 @@ impl Index {
 
     /// Removes the record at `rowid`, if indexed.
     pub fn remove(&mut self, rowid: i64) {
+        self.scopes_cache.clear();
         if let Some(slot) = self.slot_of.remove(&rowid) {
             self.live[slot as usize] = false;
             self.model[slot as usize] = NONE;
@@ -433,7 +438,20 @@ impl Index {
 
     /// The distinct scopes of the records `access` may read that match `filter` (any state,
     /// with or without a vector), sorted.
-    pub fn scopes(&self, access: &Access, filter: &Filter) -> Vec<String> {
+    pub fn scopes(&mut self, access: &Access, filter: &Filter) -> Vec<String> {
+        let key = format!("{access:?}|{filter:?}");
+        if let Some(hit) = self.scopes_cache.get(&key) {
+            return hit.clone();
+        }
+        let out = self.scan_scopes(access, filter);
+        if self.scopes_cache.len() >= 64 {
+            self.scopes_cache.clear();
+        }
+        self.scopes_cache.insert(key, out.clone());
+        out
+    }
+
+    fn scan_scopes(&self, access: &Access, filter: &Filter) -> Vec<String> {
         let Some(c) = self.compile(access, filter, None, None) else {
             return vec![];
         };

@@ -404,6 +404,24 @@ fn own_and_foreign_writes_reach_the_next_search() {
     conn.execute("DELETE FROM changes WHERE seq < (SELECT max(seq) FROM changes)", []).unwrap();
     assert_eq!(scores(&a), sorted(vec![(two.id, 1.0), (four.id, 0.0)]));
 
+    // Scopes (cross-spine coverage) follow foreign writes too, past the coverage cache.
+    assert_eq!(a.scopes(&access, &filter, 10).unwrap(), vec!["a:project:x".to_owned()]);
+    let elsewhere = Memory::new(
+        ShortId::mint(),
+        "r".into(),
+        Scope::parse("scope", "b:project:new").unwrap(),
+        Source::UserSaid,
+        Category::Decision,
+        &anon,
+        now(),
+    );
+    b.insert(&elsewhere, Embedding { model: MODEL, vector: &[0.0, -1.0] }).unwrap();
+    assert_eq!(
+        a.scopes(&access, &filter, 10).unwrap(),
+        vec!["a:project:x".to_owned(), "b:project:new".to_owned()]
+    );
+    b.delete(&owned, &elsewhere.id).unwrap();
+
     // A re-embedding with another model takes the record out of this model's searches.
     b.set_vector(&two.id, Embedding { model: "other:model", vector: &[1.0, 0.0] }).unwrap();
     assert_eq!(scores(&a), vec![(four.id, 0.0)]);

@@ -268,7 +268,10 @@ pub struct Report {
     pub endpoint: Option<String>,
     /// The scope swept; `null` for every scope.
     pub scope: Option<String>,
-    /// Only records created at or before this instant were considered.
+    /// `--older-than`, as given (e.g. `7d`); `null` for any age.
+    pub older_than: Option<String>,
+    /// Only records created at or before this instant were considered: the start of the
+    /// run, less `--older-than`.
     pub created_at_or_before: String,
     /// True when nothing was written (`--dry-run`).
     pub dry_run: bool,
@@ -310,11 +313,16 @@ impl Report {
             Some(s) => format!("scope {s}"),
             None => "all scopes".to_owned(),
         };
+        let age = match &self.older_than {
+            Some(d) => {
+                format!(", created at least {d} ago (at or before {})", self.created_at_or_before)
+            }
+            None => String::new(),
+        };
         if self.dry_run {
             println!(
-                "dry run: {} without a summary in {scope} (created at or before {})",
-                count(self.eligible, "record"),
-                self.created_at_or_before
+                "dry run: {} without a summary in {scope}{age}",
+                count(self.eligible, "record")
             );
             if self.selected < self.eligible {
                 println!("with --limit, a run would summarize {} of them", self.selected);
@@ -324,7 +332,7 @@ impl Report {
         }
         let via = self.endpoint.as_ref().map(|e| format!(" at {e}")).unwrap_or_default();
         if self.selected == 0 {
-            println!("nothing to summarize: every record in {scope} has a summary");
+            println!("nothing to summarize: no record without a summary in {scope}{age}");
         } else {
             println!(
                 "summarized {} of {} with {}{via} in {:.1} s",
@@ -429,6 +437,8 @@ pub struct Sweep {
     pub which: MissingSummaries,
     /// Most records to work through (0 = all).
     pub limit: u64,
+    /// `--older-than` as given, for the report.
+    pub older_than: Option<String>,
     /// Count only.
     pub dry_run: bool,
 }
@@ -449,6 +459,7 @@ pub fn summarize_missing(
         model: summarizer.model().to_owned(),
         endpoint,
         scope: sweep.which.scope.as_ref().map(|s| s.as_str().to_owned()),
+        older_than: sweep.older_than.clone(),
         created_at_or_before: sweep.which.created_at_or_before.to_rfc3339(),
         dry_run: sweep.dry_run,
         eligible,
@@ -464,6 +475,10 @@ pub fn summarize_missing(
         exit_code: 0,
     };
     if sweep.dry_run {
+        report.seconds = started.elapsed().as_secs_f64();
+        return Ok(report);
+    }
+    if selected == 0 {
         report.seconds = started.elapsed().as_secs_f64();
         return Ok(report);
     }
@@ -584,6 +599,8 @@ impl Plan {
                 created_at_or_before: Timestamp::from_micros(now.as_micros().saturating_sub(age)),
             },
             limit: self.args.limit,
+            older_than: (!self.args.older_than.is_zero())
+                .then(|| humantime::format_duration(self.args.older_than).to_string()),
             dry_run: self.args.dry_run,
         };
         if let Some(url) = &endpoint
@@ -594,6 +611,8 @@ impl Plan {
         let report = summarize_missing(store, &sweep, summarizer, endpoint, stop)?;
         self.args.output.print(&report, || report.print_human())?;
         report.print_stop(self.args.timeout);
+        // The caller may exit the process with the status: nothing may stay buffered.
+        std::io::Write::flush(&mut std::io::stdout())?;
         Ok(report.exit_code())
     }
 }
