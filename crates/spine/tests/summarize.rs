@@ -252,7 +252,10 @@ fn wait(mut child: Child, limit: Duration) -> Run {
     finished(child.wait_with_output().unwrap())
 }
 
-const EXTRACTIVE: &[(&str, &str)] = &[("SPINE_SUMMARY_MODEL", "builtin:extractive")];
+/// Environment variables for the child.
+type Env<'a> = &'a [(&'a str, &'a str)];
+
+const EXTRACTIVE: Env = &[("SPINE_SUMMARY_MODEL", "builtin:extractive")];
 
 const NOTES: [&str; 4] = [
     "Integration tests need the postgres container running. Start it with make db.",
@@ -422,7 +425,7 @@ fn misuse_is_refused_with_a_clear_message() {
     let dir = TempDir::new().unwrap();
     let ids = seed(dir.path(), &NOTES);
     let before = records(dir.path(), &ids);
-    let cases: &[(&[&str], &[(&str, &str)], &str)] = &[
+    let cases: &[(&[&str], Env, &str)] = &[
         (&[], EXTRACTIVE, "give --scope <scope> or --all-scopes"),
         (&["--scope", "nope"], EXTRACTIVE, "scope"),
         (

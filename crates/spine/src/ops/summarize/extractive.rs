@@ -195,9 +195,9 @@ fn sentences(paragraph: &str) -> Vec<String> {
             || match chars.get(end) {
                 None => true,
                 Some(&(_, ' ')) => {
-                    let next = chars.get(end + 1).map(|&(_, c)| c);
-                    !next.is_some_and(char::is_lowercase)
-                        && !(c == '.' && is_abbreviation(&text[start..chars[i].0]))
+                    let lowercase_next = chars.get(end + 1).is_some_and(|&(_, n)| n.is_lowercase());
+                    let abbreviation = c == '.' && is_abbreviation(&text[start..chars[i].0]);
+                    !(lowercase_next || abbreviation)
                 }
                 Some(_) => false,
             };
