@@ -85,6 +85,14 @@ enum Command {
         #[arg(long, default_value_t = 64)]
         batch: usize,
     },
+    /// Fill in summaries for records without one (summary_source=auto).
+    ///
+    /// Needs SPINE_SUMMARY_MODEL: `builtin:extractive` (offline) or a chat model on the
+    /// OpenAI-compatible server at SPINE_SUMMARY_URL. Records with a summary, and every
+    /// client-written summary, are left alone. Each record is written whole or not at all,
+    /// so Ctrl-C and --timeout stop cleanly; run it again to continue. Safe while a server
+    /// runs on the same data directory.
+    SummarizeMissing(ops::summarize::SummarizeArgs),
     /// Write records, with their vectors, as JSON lines (to stdout, or to a new file).
     ///
     /// Every record of every scope unless --scope is given. What it wrote is marked as
@@ -261,6 +269,18 @@ async fn main() -> Result<()> {
             })
             .await
             .context("the reindex thread panicked")??;
+        }
+        Command::SummarizeMissing(args) => {
+            let plan = ops::summarize::Plan::new(&args)?;
+            let store = operator_store(&cli.common, "summarize-missing", true)?;
+            // Installed here, on the runtime, before any record is touched.
+            let stop = ops::summarize::Stop::install(args.timeout)?;
+            let code = tokio::task::spawn_blocking(move || plan.run(&store, &stop))
+                .await
+                .context("the summarize-missing thread panicked")??;
+            if code != 0 {
+                std::process::exit(code);
+            }
         }
         Command::Export(args) => {
             let store = operator_store(&cli.common, "export", true)?;
