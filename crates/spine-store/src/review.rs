@@ -286,11 +286,8 @@ pub struct PurgeCriteria {
 pub enum PurgeRefusal {
     /// `spine export` never wrote it out.
     NotExported,
-    /// Changed since `spine export` wrote it out (to `file`).
-    ChangedSinceExport {
-        /// The export file.
-        file: String,
-    },
+    /// Changed since `spine export` wrote it out (to the candidate's `exported_to`).
+    ChangedSinceExport,
     /// It supersedes records that stay: deleting it would leave them hidden behind a
     /// successor that no longer exists (a chain without a live head).
     SupersedesRecordsThatStay {
@@ -507,7 +504,7 @@ fn judge(
                 None
             }
             (false, None) => Some(PurgeRefusal::NotExported),
-            (false, Some(file)) => Some(PurgeRefusal::ChangedSinceExport { file: file.clone() }),
+            (false, Some(_)) => Some(PurgeRefusal::ChangedSinceExport),
         };
     }
     let held = hold_back_successors(&mut deletable, predecessors);
@@ -892,7 +889,7 @@ impl SqliteStore {
                     Some(Some(PurgeRefusal::NotExported)) => {
                         Some("no longer passes the export gate".to_owned())
                     }
-                    Some(Some(PurgeRefusal::ChangedSinceExport { .. })) => {
+                    Some(Some(PurgeRefusal::ChangedSinceExport)) => {
                         Some("changed since it was exported".to_owned())
                     }
                     Some(Some(PurgeRefusal::SupersedesRecordsThatStay { predecessors })) => {
@@ -1243,6 +1240,28 @@ mod tests {
         let e = VectorExpectation::choose(None, &stamps);
         assert_eq!((e.model.as_deref(), e.dims, e.configured), (Some("a"), Some(3), false));
         assert_eq!(VectorExpectation::choose(None, &[]).model, None);
+    }
+
+    #[test]
+    fn check_names_are_their_json_names() {
+        let all = [
+            Check::PayloadCorrupt,
+            Check::ColumnsMismatch,
+            Check::DuplicateShortId,
+            Check::MissingVector,
+            Check::VectorCorrupt,
+            Check::VectorDimension,
+            Check::EmbedderStamp,
+            Check::DanglingSuccessor,
+            Check::BacklinkMissing,
+            Check::PredecessorNotSuperseded,
+            Check::PredecessorOtherSuccessor,
+            Check::ChainCycle,
+            Check::RuleSuperseded,
+        ];
+        for c in all {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
+        }
     }
 
     #[test]

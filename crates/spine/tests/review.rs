@@ -194,6 +194,8 @@ async fn sweeps_and_bad_input_are_refused_and_change_nothing() {
         refused(data, &args, "--scope <scope> or --all-scopes").await;
     }
     refused(data, &["purge", "--apply"], "say what to purge").await;
+    refused(data, &["purge", "--class", "archived", "--scope", "", "--apply"], "must not be empty")
+        .await;
     refused(data, &["purge", "--class", "forgotten"], "invalid value").await;
     refused(data, &["purge", "--category", "rumour", "--all-scopes"], "category must be one of")
         .await;

@@ -83,6 +83,10 @@ impl PurgeArgs {
     /// Checks the flags before anything is opened; `now` is the instant the classes and
     /// `--older-than` are evaluated at.
     pub fn validate(self, now: Timestamp) -> Result<Plan> {
+        if self.scope.scope.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            // An empty scope (an unset script variable) must never widen to every scope.
+            bail!("--scope must not be empty; give a scope, or --all-scopes for every scope");
+        }
         let free_form =
             self.category.is_some() || !self.tags.is_empty() || self.older_than.is_some();
         let scoped =
@@ -165,15 +169,18 @@ struct Report {
     outcomes: Option<Vec<PurgeOutcome>>,
 }
 
-fn hint(r: &PurgeRefusal) -> String {
-    match r {
-        PurgeRefusal::NotExported => {
+/// What the operator can do about a refusal of `c`.
+fn hint(c: &PurgeCandidate) -> String {
+    match &c.refused {
+        None => String::new(),
+        Some(PurgeRefusal::NotExported) => {
             "never exported: run `spine export` over it first, then purge again".to_owned()
         }
-        PurgeRefusal::ChangedSinceExport { file } => {
-            format!("changed since it was exported to {file}: run `spine export` again")
-        }
-        PurgeRefusal::SupersedesRecordsThatStay { predecessors } => format!(
+        Some(PurgeRefusal::ChangedSinceExport) => format!(
+            "changed since it was exported to {}: run `spine export` again",
+            c.exported_to.as_deref().unwrap_or("a file")
+        ),
+        Some(PurgeRefusal::SupersedesRecordsThatStay { predecessors }) => format!(
             "supersedes {} that would stay hidden behind a deleted successor: purge {} with it",
             count(predecessors.len() as u64, "record"),
             if predecessors.len() == 1 { "that record" } else { "them" }
@@ -194,10 +201,8 @@ pub fn run(store: &SqliteStore, plan: Plan) -> Result<()> {
     let selected = candidates.len();
     let (eligible, refused): (Vec<PurgeCandidate>, Vec<PurgeCandidate>) =
         candidates.into_iter().partition(|c| c.refused.is_none());
-    let refused: Vec<Refused> = refused
-        .into_iter()
-        .map(|c| Refused { hint: c.refused.as_ref().map(hint).unwrap_or_default(), candidate: c })
-        .collect();
+    let refused: Vec<Refused> =
+        refused.into_iter().map(|c| Refused { hint: hint(&c), candidate: c }).collect();
     let outcomes = if plan.apply && !eligible.is_empty() {
         let ids: Vec<_> = eligible.iter().map(|c| c.id).collect();
         Some(store.purge_apply(&ids, &plan.criteria, plan.now)?)
