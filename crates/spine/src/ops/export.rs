@@ -262,7 +262,13 @@ impl Sink {
                     .ok_or_else(|| anyhow!("--output {} names no file", target.display()))?;
                 let partial =
                     target.with_file_name(format!(".{}.partial-{unique}", name.to_string_lossy()));
-                let file = create_new(&partial)?;
+                let file = create_new(&partial).with_context(|| {
+                    format!(
+                        "cannot write {} (written as {} until complete)",
+                        target.display(),
+                        partial.display()
+                    )
+                })?;
                 Ok(Sink::File {
                     target: target.to_path_buf(),
                     partial: Scratch { path: partial, keep: false },
