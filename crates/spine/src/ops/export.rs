@@ -321,14 +321,17 @@ impl Sink {
                 std::fs::rename(&partial.path, &target)
                     .with_context(|| format!("renaming the export to {}", target.display()))?;
                 partial.keep = true;
-                let dir = match target.parent() {
-                    Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-                    _ => PathBuf::from("."),
-                };
+                // The rename is durable once the directory entry is (POSIX).
                 #[cfg(unix)]
-                File::open(&dir)
-                    .and_then(|d| d.sync_all())
-                    .with_context(|| format!("syncing the directory {}", dir.display()))?;
+                {
+                    let dir = match target.parent() {
+                        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                        _ => PathBuf::from("."),
+                    };
+                    File::open(&dir)
+                        .and_then(|d| d.sync_all())
+                        .with_context(|| format!("syncing the directory {}", dir.display()))?;
+                }
                 let label = std::fs::canonicalize(&target).unwrap_or_else(|_| target.clone());
                 Ok((target, label.display().to_string(), None))
             }
