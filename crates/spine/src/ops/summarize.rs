@@ -268,7 +268,7 @@ pub struct Report {
     pub endpoint: Option<String>,
     /// The scope swept; `null` for every scope.
     pub scope: Option<String>,
-    /// `--older-than`, as given (e.g. `7d`); `null` for any age.
+    /// `--older-than` as a duration (e.g. `7days`); `null` for any age.
     pub older_than: Option<String>,
     /// Only records created at or before this instant were considered: the start of the
     /// run, less `--older-than`.
