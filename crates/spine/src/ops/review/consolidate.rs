@@ -13,6 +13,7 @@
 use anyhow::{Result, bail};
 use clap::Args;
 use serde::Serialize;
+use simsimd::SpatialSimilarity;
 use spine_core::Scope;
 use spine_store::{ConsolidationCandidate, ConsolidationLink, SqliteStore};
 
@@ -70,18 +71,10 @@ fn unit(v: &[f32]) -> Vec<f32> {
     v.iter().map(|x| x / norm).collect()
 }
 
+/// The dot product, with SIMD kernels chosen at run time (`simsimd`, as the search index):
+/// a group of n records costs n²/2 of these.
 fn dot(a: &[f32], b: &[f32]) -> f32 {
-    // Independent lanes so the compiler vectorises the sum (see spine_core::cosine).
-    const LANES: usize = 8;
-    let mut acc = [0f32; LANES];
-    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
-    for (x, y) in ca.zip(cb) {
-        for i in 0..LANES {
-            acc[i] += x[i] * y[i];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
+    f32::dot(a, b).unwrap_or(0.0) as f32
 }
 
 /// For records ordered oldest first, `successor[i]`: the newest later record at least
