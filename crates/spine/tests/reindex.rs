@@ -201,7 +201,7 @@ async fn changing_the_embedder_is_refused_until_reindex() {
     assert_eq!(fake.texts.load(Ordering::SeqCst), 3);
     assert!(done.stdout.contains("re-embedded 3 records with openai:fake-bow"), "{}", done.stdout);
     assert!(done.stdout.contains("openai:fake-bow: 5"), "{}", done.stdout);
-    assert!(done.stderr.contains("3/3 records re-embedded"), "{}", done.stderr);
+    assert!(done.stderr.contains("re-embedding: 3/3"), "{}", done.stderr);
     assert_eq!(models(data), [(OPENAI.to_owned(), 5)]);
 
     // The old server kept running on the same directory; what it writes now is caught by
