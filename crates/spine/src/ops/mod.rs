@@ -5,9 +5,6 @@
 //! through the store's change log), shows a progress bar on a terminal and plain lines
 //! otherwise, and prints either human text or, with `--json`, one JSON document on stdout.
 
-// Until every operator command of issue 6 uses these helpers.
-#![allow(dead_code)]
-
 pub mod export;
 pub mod import;
 pub mod migrate;
