@@ -17,6 +17,7 @@
 
 mod bert;
 mod cache;
+pub mod http;
 mod openai;
 
 pub use cache::{CacheStats, CachedEmbedder, DEFAULT_CACHE_CAPACITY};

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::http::{error_chain, snippet};
 use crate::{EmbedError, Embedder};
 
 /// Settings of an [`OpenAiEmbedder`]. `Debug` never shows the API key.
@@ -328,31 +329,6 @@ fn normalise(v: &mut [f32]) {
     if norm > 0.0 {
         v.iter_mut().for_each(|x| *x /= norm);
     }
-}
-
-/// The first 300 characters of a body, on one line, for error messages.
-fn snippet(body: &str) -> String {
-    let one_line: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut s: String = one_line.chars().take(300).collect();
-    if s.len() < one_line.len() {
-        s.push('…');
-    }
-    if s.is_empty() { "(empty body)".into() } else { s }
-}
-
-/// An error with its sources ("error sending request: connection refused").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        let text = inner.to_string();
-        if !s.contains(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        source = inner.source();
-    }
-    s
 }
 
 impl Embedder for OpenAiEmbedder {

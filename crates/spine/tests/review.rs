@@ -6,7 +6,6 @@
 mod common;
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::*;
@@ -22,47 +21,6 @@ const BUILTIN: &str = "builtin:all-MiniLM-L6-v2";
 const DIMS: usize = 384;
 const SCOPE: &str = "review:project:spine";
 const OTHER: &str = "review:project:other";
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {}", self.stdout))
-    }
-}
-
-/// `spine <args> --data-dir <data>`, with a clean environment.
-async fn spine(data: &Path, args: &[&str]) -> Run {
-    let mut c = tokio::process::Command::new(SPINE);
-    c.args(args)
-        .arg("--data-dir")
-        .arg(data)
-        .env_remove("SPINE_OIDC_ISSUER")
-        .env_remove("SPINE_EMBEDDER")
-        .env_remove("SPINE_EMBED_URL")
-        .env_remove("SPINE_EMBED_MODEL")
-        .env_remove("SPINE_EMBED_DIMS")
-        .env_remove("SPINE_DATABASE_URL")
-        .env("RUST_BACKTRACE", "0")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(120), c.output())
-        .await
-        .expect("spine finished in time")
-        .expect("spine ran");
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    assert!(!run.stderr.contains("panicked"), "spine panicked: {}", run.stderr);
-    run
-}
 
 /// `spine spine-review <args> --json`, which must succeed.
 async fn review(data: &Path, args: &[&str]) -> Value {

@@ -7,8 +7,6 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Stdio;
-use std::time::Duration;
 
 use common::*;
 use serde_json::{Value, json};
@@ -21,44 +19,6 @@ use tempfile::TempDir;
 
 const BUILTIN: &str = "builtin:all-MiniLM-L6-v2";
 const SCOPE: &str = "transfer:project:spine";
-
-struct Run {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
-impl Run {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {}", self.stdout))
-    }
-}
-
-/// The real binary on `data`, with no embedder or auth settings from the environment.
-async fn spine(data: &Path, args: &[&str]) -> Run {
-    let mut c = tokio::process::Command::new(SPINE);
-    c.args(args)
-        .arg("--data-dir")
-        .arg(data)
-        .env("SPINE_LOG", "warn")
-        .env("RUST_BACKTRACE", "0")
-        .env_remove("SPINE_OIDC_ISSUER")
-        .env_remove("SPINE_EMBEDDER")
-        .env_remove("SPINE_EMBED_URL")
-        .env_remove("SPINE_EMBED_MODEL")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(180), c.output())
-        .await
-        .expect("spine finished in time")
-        .expect("spine ran");
-    Run {
-        ok: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 async fn ok_run(data: &Path, args: &[&str]) -> Run {
     let r = spine(data, args).await;

@@ -98,3 +98,50 @@ pub async fn start_http_in(dir: TempDir, extra: &[&str]) -> Server {
     }
     panic!("spine serve did not become healthy");
 }
+
+/// What an operator command printed, and how it exited.
+pub struct Run {
+    pub code: i32,
+    pub ok: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// stdout as the one JSON document `--json` prints.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {}", self.stdout))
+    }
+}
+
+/// `spine <args> --data-dir <data>` with no embedder, auth or backend settings from the
+/// environment; it must finish within three minutes and never panic.
+pub async fn spine(data: &std::path::Path, args: &[&str]) -> Run {
+    let mut c = tokio::process::Command::new(SPINE);
+    c.args(args)
+        .arg("--data-dir")
+        .arg(data)
+        .env("SPINE_LOG", "warn")
+        .env("RUST_BACKTRACE", "0")
+        .env_remove("SPINE_OIDC_ISSUER")
+        .env_remove("SPINE_EMBEDDER")
+        .env_remove("SPINE_EMBED_URL")
+        .env_remove("SPINE_EMBED_MODEL")
+        .env_remove("SPINE_EMBED_DIMS")
+        .env_remove("SPINE_DATABASE_URL")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(180), c.output())
+        .await
+        .expect("spine finished in time")
+        .expect("spine ran");
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(!run.stderr.contains("panicked"), "spine panicked: {}", run.stderr);
+    run
+}

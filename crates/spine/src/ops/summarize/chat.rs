@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use spine_core::{Clock, SystemClock, Timestamp};
+use spine_embed::http::{error_chain, snippet};
 
 use super::{Failure, Summarizer, Summary};
 
@@ -303,31 +304,6 @@ impl Summarizer for ChatSummarizer {
             }
         }
     }
-}
-
-/// The first 300 characters of a body, on one line, for error messages.
-fn snippet(body: &str) -> String {
-    let one_line: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
-    let mut s: String = one_line.chars().take(300).collect();
-    if s.len() < one_line.len() {
-        s.push('…');
-    }
-    if s.is_empty() { "(empty body)".into() } else { s }
-}
-
-/// An error with its sources ("error sending request: connection refused").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(inner) = source {
-        let text = inner.to_string();
-        if !s.contains(&text) {
-            s.push_str(": ");
-            s.push_str(&text);
-        }
-        source = inner.source();
-    }
-    s
 }
 
 #[cfg(test)]
