@@ -250,6 +250,19 @@ pub fn bound_chars(text: &str, max_chars: usize) -> String {
     format!("{kept}…")
 }
 
+/// `text` cut (as [`bound_chars`] cuts) until it takes at most `max_bytes` bytes of UTF-8:
+/// `SPINE_SUMMARY_MAX_CHARS` counts characters, and 280 CJK characters are ~840 bytes, more
+/// than a client may write (`SPINE_MEMORY_MAX_SUMMARY_BYTES`, 512 by default).
+pub fn bound_bytes(text: &str, max_bytes: usize) -> String {
+    let mut chars = text.chars().count();
+    let mut s = text.to_owned();
+    while s.len() > max_bytes && chars > 0 {
+        chars -= 1;
+        s = bound_chars(text, chars);
+    }
+    s
+}
+
 /// One record that got no summary.
 #[derive(Debug, Clone, Serialize)]
 pub struct FailedRecord {
@@ -453,6 +466,8 @@ pub fn summarize_missing(
     stop: &Stop,
 ) -> Result<Report> {
     let started = Instant::now();
+    let max_summary_bytes =
+        spine_core::Limits::from_env().map_err(anyhow::Error::msg)?.max_summary_bytes;
     let eligible = store.count_missing_summaries(&sweep.which)?;
     let selected = if sweep.limit == 0 { eligible } else { eligible.min(sweep.limit) };
     let mut report = Report {
@@ -510,8 +525,10 @@ pub fn summarize_missing(
             match answer {
                 Ok(summary) => {
                     failures_in_a_row = 0;
+                    // Within the client summary bound too, so a client can send it back.
+                    let text = bound_bytes(&summary.text, max_summary_bytes);
                     let written = AutoSummary {
-                        summary: &summary.text,
+                        summary: &text,
                         model: summarizer.model(),
                         egress_at: summary.egress_at,
                     };
@@ -619,6 +636,15 @@ impl Plan {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn summaries_fit_the_client_summary_bound_in_bytes() {
+        let cjk = "記憶".repeat(140); // 280 characters, 840 bytes
+        let cut = super::bound_bytes(&cjk, 512);
+        assert!(cut.len() <= 512 && cut.ends_with('…'), "{} bytes", cut.len());
+        assert!(cut.len() > 500, "cut no more than needed: {} bytes", cut.len());
+        assert_eq!(super::bound_bytes("short", 512), "short");
+    }
+
     use super::*;
 
     fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
