@@ -274,7 +274,7 @@ async fn main() -> Result<()> {
             let plan = ops::summarize::Plan::new(&args)?;
             let store = operator_store(&cli.common, "summarize-missing", true)?;
             // Installed here, on the runtime, before any record is touched.
-            let stop = ops::summarize::Stop::install(args.timeout)?;
+            let stop = ops::stop::Stop::install(args.timeout)?;
             let code = tokio::task::spawn_blocking(move || plan.run(&store, &stop))
                 .await
                 .context("the summarize-missing thread panicked")??;
@@ -284,9 +284,14 @@ async fn main() -> Result<()> {
         }
         Command::Export(args) => {
             let store = operator_store(&cli.common, "export", true)?;
-            tokio::task::spawn_blocking(move || ops::export::run(&store, &args))
+            // Ctrl-C stops between pages and removes the unfinished file.
+            let stop = ops::stop::Stop::install(std::time::Duration::ZERO)?;
+            let code = tokio::task::spawn_blocking(move || ops::export::run(&store, &args, &stop))
                 .await
                 .context("the export thread panicked")??;
+            if code != 0 {
+                std::process::exit(code);
+            }
         }
         Command::Import(args) => {
             let model_dir =

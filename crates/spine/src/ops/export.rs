@@ -35,6 +35,7 @@ use serde_json::value::RawValue;
 use spine_core::{Clock, Memory, SCHEMA_VERSION, Scope, SystemClock};
 use spine_store::{SqliteStore, StoredRecord, StoredVector};
 
+use super::stop::Stop;
 use super::{OutputArgs, Progress, count};
 
 /// The `format` of the header line.
@@ -346,7 +347,7 @@ impl Sink {
 }
 
 /// `spine export` on `store`.
-pub fn run(store: &SqliteStore, args: &ExportArgs) -> Result<()> {
+pub fn run(store: &SqliteStore, args: &ExportArgs, stop: &Stop) -> Result<i32> {
     if args.out.json && args.output.is_none() {
         bail!("--json needs --output FILE: without it, stdout carries the export itself");
     }
@@ -383,6 +384,13 @@ pub fn run(store: &SqliteStore, args: &ExportArgs) -> Result<()> {
     let mut progress = Progress::new("exporting", total);
     let (mut records, mut with_vectors, mut after) = (0u64, 0u64, 0i64);
     loop {
+        if let Some(why) = stop.check() {
+            // Dropping the sink removes the unfinished file; nothing was marked exported.
+            drop(sink);
+            progress.finish();
+            eprintln!("export {}: nothing was exported", why.as_str());
+            return Ok(why.exit_code());
+        }
         let page = store.export_page(scope.as_ref(), after, PAGE, vectors)?;
         let Some(last) = page.last() else { break };
         after = last.rowid;
@@ -430,7 +438,8 @@ pub fn run(store: &SqliteStore, args: &ExportArgs) -> Result<()> {
             Some(_) => println!("{text}"),
             None => eprintln!("{text}"),
         }
-    })
+    })?;
+    Ok(0)
 }
 
 /// Marks every record line of `path` as exported to `label` at `at`, a batch per
@@ -467,6 +476,38 @@ fn mark_from(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stopped_export_leaves_no_file_and_marks_nothing() {
+        use spine_core::{Caller, Category, Memory, ShortId, Source};
+        use spine_store::{Embedding, Store};
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(&dir.path().join("data")).unwrap();
+        let m = Memory::new(
+            ShortId::mint(),
+            "kept".into(),
+            Scope::parse("scope", "a:project:x").unwrap(),
+            Source::UserSaid,
+            Category::Decision,
+            &Caller::anonymous(),
+            SystemClock.now(),
+        );
+        store.insert(&m, Embedding { model: "m", vector: &[1.0] }).unwrap();
+        let out = dir.path().join("out.jsonl");
+        let args = ExportArgs {
+            scope: None,
+            all_scopes: false,
+            output: Some(out.clone()),
+            no_vectors: false,
+            out: OutputArgs::default(),
+        };
+        let code = run(&store, &args, &Stop::after(std::time::Duration::ZERO)).unwrap();
+        assert_eq!(code, 124);
+        let left: Vec<_> =
+            std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("data")], "no output, no partial file");
+        assert_eq!(store.exported_unchanged(&[m.id]).unwrap(), vec![false]);
+    }
 
     fn stored(body: &str, vector: Option<StoredVector>) -> StoredRecord {
         StoredRecord { rowid: 1, id: "x".into(), body: body.into(), vector }

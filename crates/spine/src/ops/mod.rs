@@ -10,6 +10,7 @@ pub mod import;
 pub mod migrate;
 pub mod prune;
 pub mod review;
+pub mod stop;
 pub mod summarize;
 
 use std::io::IsTerminal;

@@ -14,7 +14,6 @@
 
 mod chat;
 mod extractive;
-mod stop;
 
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -26,8 +25,8 @@ use serde::Serialize;
 use spine_core::{Clock, RecordId, SystemClock, Timestamp};
 use spine_store::{AutoSummary, MissingSummaries, SqliteStore};
 
-pub use stop::Stop;
-use stop::Stopped;
+pub use crate::ops::stop::Stop;
+use crate::ops::stop::Stopped;
 
 use super::{OutputArgs, Progress, ScopeArgs, count, parse_duration};
 
