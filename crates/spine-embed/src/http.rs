@@ -1,5 +1,42 @@
-//! Diagnostics shared by the HTTP clients (the OpenAI-compatible embedder here, and the
-//! chat summarizer of `spine summarize-missing`).
+//! What the HTTP clients share (the OpenAI-compatible embedder here, and the chat
+//! summarizer of `spine summarize-missing`): the retry back-off and error diagnostics.
+
+use std::time::Duration;
+
+/// Longest wait between two attempts, whatever `Retry-After` asks.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// After transient failure number `attempt` (0-based) of a request allowed `retries`
+/// retries: sleeps the back-off (`backoff` doubled per attempt, at least `retry_after`, at
+/// most [`MAX_BACKOFF`]), counts the attempt and returns `Ok`; or, when the retries are
+/// spent, returns the give-up message. `what` names the request in the log line.
+pub fn retry_after_failure(
+    what: &str,
+    msg: String,
+    retry_after: Option<Duration>,
+    attempt: &mut u32,
+    retries: u32,
+    backoff: Duration,
+) -> Result<(), String> {
+    if *attempt >= retries {
+        let tries = *attempt + 1;
+        return Err(format!(
+            "{msg} (gave up after {tries} attempt{})",
+            if tries == 1 { "" } else { "s" }
+        ));
+    }
+    let doubled = backoff.saturating_mul(1 << (*attempt).min(16));
+    let wait = retry_after.map_or(doubled, |r| r.max(doubled)).min(MAX_BACKOFF);
+    *attempt += 1;
+    tracing::warn!(
+        error = %msg,
+        attempt = *attempt,
+        wait_ms = wait.as_millis() as u64,
+        "{what} request failed; retrying"
+    );
+    std::thread::sleep(wait);
+    Ok(())
+}
 
 /// The first 300 characters of a body, on one line, for error messages.
 pub fn snippet(body: &str) -> String {

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::http::{error_chain, snippet};
+use crate::http::{error_chain, retry_after_failure, snippet};
 use crate::{EmbedError, Embedder};
 
 /// Settings of an [`OpenAiEmbedder`]. `Debug` never shows the API key.
@@ -41,9 +41,6 @@ pub struct OpenAiConfig {
     /// (seconds) on a 429 or 5xx answer is honoured when longer; no wait exceeds 30 s.
     pub backoff: Duration,
 }
-
-/// Longest wait between two attempts, whatever the server asks for.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 impl OpenAiConfig {
     /// Settings with the defaults: no key, dims learned, 64 texts per request, 30 s
@@ -193,24 +190,17 @@ impl OpenAiEmbedder {
             };
             match failure {
                 Failure::Permanent(msg) => return Err(EmbedError::Provider(msg)),
-                Failure::Transient(msg, _) if attempt >= self.config.retries => {
-                    let tries = attempt + 1;
-                    return Err(EmbedError::Provider(format!(
-                        "{msg} (gave up after {tries} attempt{})",
-                        if tries == 1 { "" } else { "s" }
-                    )));
-                }
                 Failure::Transient(msg, retry_after) => {
-                    let doubled = self.config.backoff.saturating_mul(1 << attempt.min(16));
-                    let wait = retry_after.map_or(doubled, |r| r.max(doubled)).min(MAX_BACKOFF);
-                    attempt += 1;
-                    tracing::warn!(
-                        error = %msg,
-                        attempt,
-                        wait_ms = wait.as_millis() as u64,
-                        "embedding request failed; retrying"
-                    );
-                    std::thread::sleep(wait);
+                    let (retries, backoff) = (self.config.retries, self.config.backoff);
+                    retry_after_failure(
+                        "embedding",
+                        msg,
+                        retry_after,
+                        &mut attempt,
+                        retries,
+                        backoff,
+                    )
+                    .map_err(EmbedError::Provider)?;
                 }
             }
         }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use spine_core::{Clock, SystemClock, Timestamp};
-use spine_embed::http::{error_chain, snippet};
+use spine_embed::http::{error_chain, retry_after_failure, snippet};
 
 use super::{Failure, Summarizer, Summary};
 
@@ -23,9 +23,6 @@ use super::{Failure, Summarizer, Summary};
 /// prompt that overflows, system prompt included; the opening of a note is what a
 /// 280-character summary needs anyway.
 pub const MAX_INPUT_CHARS: usize = 4000;
-
-/// Longest wait between two attempts, whatever the server asks for.
-const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// Settings of a [`ChatSummarizer`]. `Debug` never shows the API key.
 #[derive(Clone)]
@@ -282,24 +279,17 @@ impl Summarizer for ChatSummarizer {
             };
             match failure {
                 Attempt::Final(f) => return Err(f),
-                Attempt::Transient(msg, _) if attempt >= self.config.retries => {
-                    let tries = attempt + 1;
-                    return Err(Failure::Provider(format!(
-                        "{msg} (gave up after {tries} attempt{})",
-                        if tries == 1 { "" } else { "s" }
-                    )));
-                }
                 Attempt::Transient(msg, retry_after) => {
-                    let doubled = self.config.backoff.saturating_mul(1 << attempt.min(16));
-                    let wait = retry_after.map_or(doubled, |r| r.max(doubled)).min(MAX_BACKOFF);
-                    attempt += 1;
-                    tracing::warn!(
-                        error = %msg,
-                        attempt,
-                        wait_ms = wait.as_millis() as u64,
-                        "summary request failed; retrying"
-                    );
-                    std::thread::sleep(wait);
+                    let (retries, backoff) = (self.config.retries, self.config.backoff);
+                    retry_after_failure(
+                        "summary",
+                        msg,
+                        retry_after,
+                        &mut attempt,
+                        retries,
+                        backoff,
+                    )
+                    .map_err(Failure::Provider)?;
                 }
             }
         }
