@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test: fetches the model weights if missing, installs the Python MCP SDK used by
-# the client conformance test into target/pyenv, then runs the Rust tests (unit, service,
-# end-to-end over stdio and HTTP) and the Python SDK test.
+# Runs every test: fetches the model weights if missing, installs the client SDKs the
+# conformance tests drive (the Python MCP SDK into target/pyenv, the TypeScript MCP SDK and
+# the MCP Inspector from tests/typescript/package-lock.json), then runs the Rust tests (unit,
+# service, end-to-end over stdio and HTTP) and both SDK tests against the real binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-model.sh
@@ -9,6 +10,11 @@ if [ ! -x target/pyenv/bin/python ] || ! target/pyenv/bin/python -c 'import mcp'
   python3 -m venv target/pyenv
   target/pyenv/bin/pip install --quiet --disable-pip-version-check mcp==2.3.0
 fi
+if ! cmp -s tests/typescript/package-lock.json tests/typescript/node_modules/.installed-lock.json; then
+  (cd tests/typescript && npm ci --no-audit --no-fund --loglevel=error \
+    && cp package-lock.json node_modules/.installed-lock.json)
+fi
 cargo build --bin spine
 SPINE_REQUIRE_PYTHON=1 cargo test --workspace
 target/pyenv/bin/python tests/python/sdk_client.py target/debug/spine
+node tests/typescript/sdk_client.mjs target/debug/spine

@@ -6,11 +6,23 @@
 //! extensions to the tool (see [`Identity::PerRequest`]). A request without a valid token is
 //! answered `401` with a `WWW-Authenticate` header pointing at
 //! `/.well-known/oauth-protected-resource`, which names the issuer (RFC 9728).
+//!
+//! Sessions (MCP streamable HTTP, session management) have a lifetime: a session idle for
+//! [`HttpOptions::session_idle_timeout`] is closed and its memory freed, `DELETE /mcp` ends one
+//! at once, and a request carrying an ended or unknown `Mcp-Session-Id` is answered `404` so
+//! the client starts a new session. At most [`HttpOptions::max_sessions`] are open at a time:
+//! beyond it an `initialize` is answered `503` with `Retry-After`, so clients that open
+//! sessions and vanish cannot exhaust the server's memory.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::header::{AUTHORIZATION, HOST, WWW_AUTHENTICATE};
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::header::{AUTHORIZATION, HOST, RETRY_AFTER, WWW_AUTHENTICATE};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -30,8 +42,21 @@ pub const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource"
 const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "::1", "[::1]"];
 const LOOPBACK_ORIGINS: &[&str] = &["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 
+/// How long an idle session lives by default.
+pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// How many sessions may be open at once by default.
+pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
+
+/// How often the memory of closed sessions is handed back to the OS.
+const REAP_INTERVAL: Duration = Duration::from_secs(10);
+/// How many sessions must have closed since the last hand-back for another one.
+const REAP_AFTER_CLOSED: usize = 64;
+
+/// The largest `initialize` body read when checking the session cap.
+const MAX_INITIALIZE_BYTES: usize = 1 << 20;
+
 /// Options of the HTTP app.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct HttpOptions {
     /// Extra `Host` header values to accept besides loopback (DNS-rebinding protection).
     pub allowed_hosts: Vec<String>,
@@ -39,6 +64,22 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<String>,
     /// Bearer-token verification; `None` serves every caller as the anonymous bucket.
     pub verifier: Option<Verifier>,
+    /// A session without a request for this long is closed.
+    pub session_idle_timeout: Duration,
+    /// The most sessions open at once; further `initialize` requests get `503`.
+    pub max_sessions: usize,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            verifier: None,
+            session_idle_timeout: DEFAULT_SESSION_IDLE_TIMEOUT,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+        }
+    }
 }
 
 /// The axum router serving `/mcp`, `/healthz` and, with OIDC, the resource metadata.
@@ -53,18 +94,29 @@ pub fn http_router(service: Service, options: HttpOptions) -> Router {
 
     let identity =
         if options.verifier.is_some() { Identity::PerRequest } else { Identity::Anonymous };
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(options.session_idle_timeout);
+    let sessions = Arc::new(sessions);
+    let cap = SessionCap {
+        sessions: sessions.clone(),
+        max: options.max_sessions,
+        high_water: Arc::new(AtomicUsize::new(0)),
+    };
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        let every = REAP_INTERVAL.min(options.session_idle_timeout).max(Duration::from_millis(100));
+        runtime.spawn(reclaim_closed_sessions(cap.clone(), every));
+    }
     let mcp = StreamableHttpService::new(
         move || Ok(SpineMcp::with_identity(service.clone(), identity.clone())),
-        LocalSessionManager::default().into(),
+        sessions,
         config,
     );
+    let mcp = Router::new().nest_service("/mcp", mcp).layer(from_fn_with_state(cap, cap_sessions));
     let router = Router::new().route("/healthz", get(|| async { "ok\n" }));
     match options.verifier {
-        None => router.nest_service("/mcp", mcp),
+        None => router.merge(mcp),
         Some(verifier) => {
-            let guarded = Router::new()
-                .nest_service("/mcp", mcp)
-                .layer(from_fn_with_state(verifier.clone(), require_bearer));
+            let guarded = mcp.layer(from_fn_with_state(verifier.clone(), require_bearer));
             let issuer = verifier.issuer().to_owned();
             router
                 .route(RESOURCE_METADATA_PATH, get(resource_metadata).with_state(issuer.clone()))
@@ -147,4 +199,90 @@ fn unauthorized(headers: &HeaderMap, problem: Option<String>) -> Response {
         response.headers_mut().insert(WWW_AUTHENTICATE, v);
     }
     response
+}
+
+/// The open sessions and their ceiling.
+#[derive(Clone)]
+struct SessionCap {
+    sessions: Arc<LocalSessionManager>,
+    max: usize,
+    /// The most sessions seen open since memory was last handed back.
+    high_water: Arc<AtomicUsize>,
+}
+
+/// Answers an `initialize` (a POST without `Mcp-Session-Id` whose method is `initialize`)
+/// with `503` while [`SessionCap::max`] sessions are open. Concurrent initializes racing
+/// the check can overshoot by their number; the ceiling bounds memory, not an exact count.
+async fn cap_sessions(State(cap): State<SessionCap>, req: Request, next: Next) -> Response {
+    if req.method() != Method::POST || req.headers().contains_key("mcp-session-id") {
+        return next.run(req).await;
+    }
+    let open = cap.sessions.sessions.read().await.len();
+    if open < cap.max {
+        cap.high_water.fetch_max(open + 1, Ordering::Relaxed);
+        return next.run(req).await;
+    }
+    // Full: only an initialize opens a session (stateless requests of newer protocol
+    // versions do not), so look at the method before refusing.
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_INITIALIZE_BYTES).await else {
+        return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large\n").into_response();
+    };
+    let message: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    if message.get("method").and_then(|m| m.as_str()) != Some("initialize") {
+        return next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    }
+    tracing::warn!(open, max = cap.max, "session limit reached; initialize refused");
+    let id = message.get("id").cloned().unwrap_or(serde_json::Value::Null);
+    let mut response = (
+        StatusCode::SERVICE_UNAVAILABLE,
+        axum::Json(json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "error": {
+                "code": -32000,
+                "message": format!(
+                    "this server has {open} open MCP sessions, its limit (--max-sessions {}); \
+                     end unused sessions with DELETE /mcp or retry after idle ones expire",
+                    cap.max
+                ),
+            },
+        })),
+    )
+        .into_response();
+    response.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("60"));
+    response
+}
+
+/// Hands the memory of closed sessions back to the OS once enough of them have closed.
+///
+/// rmcp frees a session when it expires or is deleted, but glibc's malloc keeps freed memory
+/// in its per-thread arenas: after thousands of abandoned sessions expire, the process would
+/// stay at its peak size for good. Every [`REAP_INTERVAL`], if the open sessions are
+/// [`REAP_AFTER_CLOSED`] or more below their high-water mark (or all closed), `malloc_trim`
+/// returns the free pages of every arena and the mark restarts from the open count.
+async fn reclaim_closed_sessions(cap: SessionCap, every: Duration) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let open = cap.sessions.sessions.read().await.len();
+        let high_water = cap.high_water.fetch_max(open, Ordering::Relaxed).max(open);
+        let closed = high_water - open;
+        if closed >= REAP_AFTER_CLOSED || (closed > 0 && open == 0) {
+            tracing::debug!(open, closed, "returning the memory of closed sessions");
+            let _ = tokio::task::spawn_blocking(release_free_memory).await;
+            cap.high_water.store(open, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Returns the allocator's free memory to the OS, where the allocator keeps it otherwise.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes no pointers; it locks each arena itself and only releases
+    // pages the allocator already holds free.
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }

@@ -13,7 +13,11 @@
 
 pub mod auth;
 mod http;
+pub mod schema;
 mod tools;
 
-pub use http::{HttpOptions, RESOURCE_METADATA_PATH, http_router};
+pub use http::{
+    DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT, HttpOptions, RESOURCE_METADATA_PATH,
+    http_router,
+};
 pub use tools::{Identity, SpineMcp};

@@ -1,14 +1,13 @@
 //! The MCP tool surface: names, descriptions, annotations and schemas of SPEC "Tool
 //! annotations", each delegating to one service operation.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
-use rmcp::handler::server::common::schema_for_type;
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, Extensions, Implementation, JsonObject, ServerCapabilities, ServerConfig,
+    CallToolResult, ContentBlock, Extensions, Implementation, JsonObject, ServerCapabilities,
+    ServerConfig,
 };
 use rmcp::{ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
@@ -29,14 +28,15 @@ use spine_service::views::{
 use spine_service::{Caller, Service};
 
 use crate::auth::Verifier;
+use crate::schema::{input, output};
 
-/// The input schema advertised for a tool: the typed argument struct's.
-fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
-    schema_for_type::<T>()
-}
-
-/// Renders a service error as a tool error result: `{"error": {code, field, hint, message}}`
-/// as structured content and as a text block, with `isError: true`.
+/// Renders a service error as a tool error result: `isError: true` and one text block holding
+/// `{"error": {code, field, hint, message}}` (docs/errors.md).
+///
+/// No `structuredContent`: MCP says structured content must conform to the tool's
+/// `outputSchema`, which describes the success result, and the TypeScript SDK validates it
+/// on error results too, so an envelope there made the client throw instead of showing the
+/// agent what to fix.
 pub fn error_result(e: &Error) -> CallToolResult {
     let mut body = serde_json::Map::new();
     body.insert("code".into(), json!(e.code.as_str()));
@@ -47,7 +47,7 @@ pub fn error_result(e: &Error) -> CallToolResult {
         body.insert("hint".into(), json!(hint.as_str()));
     }
     body.insert("message".into(), json!(e.message));
-    CallToolResult::structured_error(json!({ "error": body }))
+    CallToolResult::error(vec![ContentBlock::text(json!({ "error": body }).to_string())])
 }
 
 /// Where the identity of a tool call comes from (SPEC Authentication).
@@ -84,7 +84,9 @@ impl SpineMcp {
 
     /// A server over `service` taking each call's identity from `identity`.
     pub fn with_identity(service: Service, identity: Identity) -> Self {
-        SpineMcp { service, identity, tool_router: Self::tool_router() }
+        // Built once per process: a session clones the routes (Arcs and static strings).
+        static ROUTER: LazyLock<ToolRouter<SpineMcp>> = LazyLock::new(SpineMcp::tool_router);
+        SpineMcp { service, identity, tool_router: ROUTER.clone() }
     }
 
     /// The verified caller of one call.
@@ -154,7 +156,7 @@ impl SpineMcp {
         name = "store_memory",
         description = "Persists a deliberate memory (not transient state, secrets or timestamps): a decision, preference, convention or gotcha worth recalling in a later session. Returns the new record's id and short_id.",
         input_schema = input::<StoreMemoryArgs>(),
-        output_schema = schema_for_output::<Stored>(),
+        output_schema = output::<Stored>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
     async fn store_memory(
@@ -169,7 +171,7 @@ impl SpineMcp {
         name = "schedule_memory",
         description = "Persists a memory that only applies within a time window: hidden from recall until not_before, dropped from recall at not_after (RFC 3339; at least one). Use for temporary freezes, upcoming changes, expiring workarounds. Returns id and short_id.",
         input_schema = input::<ScheduleMemoryArgs>(),
-        output_schema = schema_for_output::<Stored>(),
+        output_schema = output::<Stored>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
     async fn schedule_memory(
@@ -184,7 +186,7 @@ impl SpineMcp {
         name = "search_memory",
         description = "Finds the memories nearest in meaning to a natural-language query within a scope (or every readable scope with cross_spine). Call before deciding something the user or a past session may already have settled. Compact results by default (summary, no citations); full=true for everything. Archived, superseded, expired and scheduled records are hidden (counted in recall_gate_hidden).",
         input_schema = input::<SearchMemoryArgs>(),
-        output_schema = schema_for_output::<SearchResult>(),
+        output_schema = output::<SearchResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn search_memory(
@@ -199,7 +201,7 @@ impl SpineMcp {
         name = "list_memory",
         description = "Lists memories most recent first without a query: the session bootstrap. Page with next_cursor (or offset). Discoveries are never listed; hidden states are counted in recall_gate_hidden.",
         input_schema = input::<ListMemoryArgs>(),
-        output_schema = schema_for_output::<ListResult>(),
+        output_schema = output::<ListResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn list_memory(
@@ -214,7 +216,7 @@ impl SpineMcp {
         name = "list_scheduled",
         description = "Lists your own windowed memories that recall is hiding: state=scheduled (not active yet, the default), expired (window ended) or all. Only ever your own records.",
         input_schema = input::<ListScheduledArgs>(),
-        output_schema = schema_for_output::<ListResult>(),
+        output_schema = output::<ListResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn list_scheduled(
@@ -229,7 +231,7 @@ impl SpineMcp {
         name = "get_memory",
         description = "Fetches one record in full by id or short_id, in any state (archived, superseded, expired and scheduled included). Use when a recall result's summary is not enough.",
         input_schema = input::<IdArgs>(),
-        output_schema = schema_for_output::<MemoryView>(),
+        output_schema = output::<MemoryView>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn get_memory(
@@ -244,7 +246,7 @@ impl SpineMcp {
         name = "update_memory",
         description = "Rewrites one of your memories in place: new content (re-embedded), and optionally tags (replace the set), summary, and shared. If you wrote the record's summary and change the content, send summary too. Prefer supersede_memory when the old fact was wrong and its history matters.",
         input_schema = input::<UpdateMemoryArgs>(),
-        output_schema = schema_for_output::<Status>(),
+        output_schema = output::<Status>(),
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn update_memory(
@@ -259,7 +261,7 @@ impl SpineMcp {
         name = "delete_memory",
         description = "Permanently deletes one of your records by id or short_id (rules included: the only way to retire one). Prefer archive when the user may want it back.",
         input_schema = input::<IdArgs>(),
-        output_schema = schema_for_output::<Status>(),
+        output_schema = output::<Status>(),
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn delete_memory(
@@ -274,7 +276,7 @@ impl SpineMcp {
         name = "delete_all",
         description = "Permanently deletes every one of your own records in one scope (others' records are untouched). Only when the user asks to wipe a scope.",
         input_schema = input::<DeleteAllArgs>(),
-        output_schema = schema_for_output::<Status>(),
+        output_schema = output::<Status>(),
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
     )]
     async fn delete_all(
@@ -289,7 +291,7 @@ impl SpineMcp {
         name = "set_visibility",
         description = "Shares one of your records with every authenticated caller (shared=true) or makes it private again (shared=false). Sharing grants read only. Not for rules, which are always shared.",
         input_schema = input::<SetVisibilityArgs>(),
-        output_schema = schema_for_output::<Status>(),
+        output_schema = output::<Status>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn set_visibility(
@@ -304,7 +306,7 @@ impl SpineMcp {
         name = "list_tags",
         description = "Lists the tags in use with how many recall-visible records carry each, most used first; use it to pick tag filters for search_memory and list_memory.",
         input_schema = input::<ListTagsArgs>(),
-        output_schema = schema_for_output::<TagsResult>(),
+        output_schema = output::<TagsResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn list_tags(
@@ -319,7 +321,7 @@ impl SpineMcp {
         name = "supersede_memory",
         description = "Corrects memories: stores a new record (same arguments as store_memory) that replaces one or more of your records listed in supersedes (UUIDs or short_ids). The old records stay fetchable by get_memory but leave recall. Each target must be the live head of its chain and not a rule; otherwise nothing is written and every offending target is named. validate_only=true checks without writing; idempotency_key makes retries safe. Never automatic: call it when a stored memory turned out wrong or outdated.",
         input_schema = input::<SupersedeMemoryArgs>(),
-        output_schema = schema_for_output::<SupersedeResult>(),
+        output_schema = output::<SupersedeResult>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn supersede_memory(
@@ -334,7 +336,7 @@ impl SpineMcp {
         name = "archive_memory",
         description = "Archives 1 to 1000 of your records (ids or short_ids): they leave recall but stay fetchable with get_memory and can be restored. One outcome per id in input order: archived, already_archived or not_found. Use only after the user has agreed.",
         input_schema = input::<BatchIdsArgs>(),
-        output_schema = schema_for_output::<BatchResult>(),
+        output_schema = output::<BatchResult>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn archive_memory(
@@ -349,7 +351,7 @@ impl SpineMcp {
         name = "restore_memory",
         description = "Restores 1 to 1000 archived records of yours (ids or short_ids) to recall. One outcome per id in input order: restored, not_archived or not_found. Supersession and expiry are not affected.",
         input_schema = input::<BatchIdsArgs>(),
-        output_schema = schema_for_output::<BatchResult>(),
+        output_schema = output::<BatchResult>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn restore_memory(
@@ -364,7 +366,7 @@ impl SpineMcp {
         name = "related_memories",
         description = "On demand, shows what is connected to one memory: its supersession chain (predecessors and successors with depth), records citing the same files, commits or URLs, records sharing tags (with a Jaccard tag_weight), and the nearest records by meaning in its scope (k widens only this last group). Each related record appears once with every edge type linking it.",
         input_schema = input::<RelatedMemoriesArgs>(),
-        output_schema = schema_for_output::<RelatedResult>(),
+        output_schema = output::<RelatedResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn related_memories(
@@ -379,7 +381,7 @@ impl SpineMcp {
         name = "store_discovery",
         description = "Persists citation-backed understanding of a codebase in a discovery:<...> scope (typically discovery:repo:<repo>): kind map (orientation, structure) or fact (a pinned, checkable claim), with 1 to 50 citations (file, commit, url, repo). Recalled on demand with search_discovery, never in list_memory. Pass id to replace one of your discoveries in place. Returns id and short_id.",
         input_schema = input::<StoreDiscoveryArgs>(),
-        output_schema = schema_for_output::<Stored>(),
+        output_schema = output::<Stored>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
     async fn store_discovery(
@@ -394,7 +396,7 @@ impl SpineMcp {
         name = "search_discovery",
         description = "Finds discoveries (citation-backed codebase understanding) nearest in meaning to a query, in one discovery scope or all (cross_spine), optionally only maps or only facts. Each hit carries its citations and created_at; check pins before relying on a fact.",
         input_schema = input::<SearchDiscoveryArgs>(),
-        output_schema = schema_for_output::<DiscoveryResult>(),
+        output_schema = output::<DiscoveryResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn search_discovery(
@@ -409,7 +411,7 @@ impl SpineMcp {
         name = "store_rule",
         description = "Persists a normative rule the user approved (only after the user approves it) in rule:repo:<repo> or rule:project:<project>, with a required one-line summary (at most 256 bytes). Rules are always shared and cannot be superseded; pass id to replace one of your rules in place (its short_id is kept). Returns id and short_id.",
         input_schema = input::<StoreRuleArgs>(),
-        output_schema = schema_for_output::<Stored>(),
+        output_schema = output::<Stored>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
     )]
     async fn store_rule(
@@ -424,7 +426,7 @@ impl SpineMcp {
         name = "list_rules",
         description = "Lists the rules in force, oldest first, for the given rule scopes or every readable rule scope: load them at the start of a session and follow them. Compact (summary, no content) unless full=true; an advisory appears when a scope holds more than 50 rules.",
         input_schema = input::<ListRulesArgs>(),
-        output_schema = schema_for_output::<RulesResult>(),
+        output_schema = output::<RulesResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
     )]
     async fn list_rules(

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
+use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand};
 use rmcp::ServiceExt;
 use spine_core::{Limits, SystemClock};
@@ -73,6 +74,13 @@ enum Command {
         /// scheme://host[:port]); requests from other origins are refused.
         #[arg(long = "allowed-origin", env = "SPINE_ALLOWED_ORIGINS", value_delimiter = ',')]
         allowed_origins: Vec<String>,
+        /// Close an MCP session after this long without a request (e.g. 30m, 2h); its
+        /// client then gets 404 and starts a new session.
+        #[arg(long, env = "SPINE_SESSION_IDLE_TIMEOUT", default_value = "30m", value_parser = humantime::parse_duration)]
+        session_idle_timeout: std::time::Duration,
+        /// The most MCP sessions open at once; beyond it `initialize` is answered 503.
+        #[arg(long, env = "SPINE_MAX_SESSIONS", default_value_t = spine_server::DEFAULT_MAX_SESSIONS, value_parser = clap::value_parser!(u64).range(1..).map(|n| n as usize))]
+        max_sessions: usize,
     },
     /// Re-embed records whose vector is missing or from another embedder.
     ///
@@ -236,11 +244,26 @@ async fn main() -> Result<()> {
                 .context("starting the MCP session on stdio")?;
             running.waiting().await.context("serving MCP on stdio")?;
         }
-        Command::Serve { listen, allowed_hosts, allowed_origins } => {
+        Command::Serve {
+            listen,
+            allowed_hosts,
+            allowed_origins,
+            session_idle_timeout,
+            max_sessions,
+        } => {
+            if session_idle_timeout.is_zero() {
+                bail!("--session-idle-timeout must be above zero (e.g. 30m)");
+            }
             let verifier = verifier(&cli.common).await?;
             let service = build_service(&cli.common)?;
-            let app =
-                http_router(service, HttpOptions { allowed_hosts, allowed_origins, verifier });
+            let options = HttpOptions {
+                allowed_hosts,
+                allowed_origins,
+                verifier,
+                session_idle_timeout,
+                max_sessions,
+            };
+            let app = http_router(service, options);
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .with_context(|| format!("binding {listen}"))?;

@@ -3,6 +3,7 @@
 //! and error shapes) and durability; behaviour is covered by the service tests.
 
 use std::process::Stdio;
+use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::model::Tool;
@@ -342,4 +343,151 @@ fn missing_model_exits_with_instructions() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("fetch-model.sh"), "{stderr}");
     assert!(stderr.contains("model.safetensors"), "{stderr}");
+}
+
+/// The `initialize` request of MCP 2025-11-25, which opens a session.
+fn initialize_body() -> serde_json::Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "abandoning-client", "version": "0"}}})
+}
+
+/// POSTs `body` to `/mcp`, with `session` as `Mcp-Session-Id` when given; returns the status,
+/// the session id the server issued (if any) and the body.
+async fn post_mcp(
+    http: &reqwest::Client,
+    addr: &str,
+    session: Option<&str>,
+    body: &serde_json::Value,
+) -> (reqwest::StatusCode, Option<String>, String) {
+    let mut req = http
+        .post(format!("http://{addr}/mcp"))
+        .header("Accept", "application/json, text/event-stream")
+        .json(body);
+    if let Some(id) = session {
+        req = req.header("Mcp-Session-Id", id).header("MCP-Protocol-Version", "2025-11-25");
+    }
+    let r = req.send().await.expect("POST /mcp answered");
+    let status = r.status();
+    let id = r.headers().get("mcp-session-id").map(|v| v.to_str().unwrap().to_owned());
+    (status, id, r.text().await.unwrap_or_default())
+}
+
+fn tools_list() -> serde_json::Value {
+    json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+}
+
+/// Resident memory of a process, in MiB (Linux).
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    let kib: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS");
+    kib / 1024.0
+}
+
+/// Clients that send `initialize` and vanish (crashed or killed agents) must not hold the
+/// server's memory: their sessions expire after --session-idle-timeout, their ids then get
+/// 404, the memory goes back to the OS, and a session in use meanwhile stays open.
+#[tokio::test]
+async fn abandoned_sessions_expire_and_their_memory_returns() {
+    let mut server = start_http_with(&["--session-idle-timeout", "2s"]).await;
+    let pid = server.child.id().unwrap();
+    let http = reqwest::Client::new();
+    let (status, kept, _) = post_mcp(&http, &server.addr, None, &initialize_body()).await;
+    assert_eq!(status, 200);
+    let kept = kept.expect("a session id");
+    // Measure from a warm server: the model and the search index load in the background.
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    post_mcp(&http, &server.addr, Some(&kept), &initialized).await;
+    let store = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "search_memory", "arguments": {"query": "warm up", "scope": "a:b:c"}}});
+    let (status, _, body) = post_mcp(&http, &server.addr, Some(&kept), &store).await;
+    assert!(status == 200 && body.contains("memories"), "{status} {body}");
+    let baseline = rss_mib(pid);
+
+    const ABANDONED: usize = 2000;
+    let mut abandoned = Vec::with_capacity(ABANDONED);
+    for wave in 0..ABANDONED / 50 {
+        let mut opening = tokio::task::JoinSet::new();
+        for _ in 0..50 {
+            let (http, addr) = (http.clone(), server.addr.clone());
+            opening.spawn(async move { post_mcp(&http, &addr, None, &initialize_body()).await });
+        }
+        for (status, id, _) in opening.join_all().await {
+            assert_eq!(status, 200, "initialize in wave {wave}");
+            abandoned.push(id.expect("a session id"));
+        }
+    }
+    let peak = rss_mib(pid);
+    assert!(peak - baseline > 20.0, "{ABANDONED} sessions cost memory: {baseline} -> {peak} MiB");
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    // Each look uses another abandoned session: a request would keep the one it names alive.
+    for probe in abandoned.iter().cycle() {
+        let (in_use, _, _) = post_mcp(&http, &server.addr, Some(&kept), &tools_list()).await;
+        assert_eq!(in_use, 200, "a session in use does not expire");
+        let (old, _, _) = post_mcp(&http, &server.addr, Some(probe), &tools_list()).await;
+        let now = rss_mib(pid);
+        if old == 404 && now <= baseline + (peak - baseline) / 4.0 {
+            eprintln!("{ABANDONED} abandoned sessions: {baseline:.0} -> {peak:.0} -> {now:.0} MiB");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "after expiry: old session {old}, memory {now:.0} MiB (baseline {baseline:.0}, peak {peak:.0})"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    server.child.kill().await.unwrap();
+}
+
+/// --max-sessions: beyond it `initialize` gets a clear 503 (never an out-of-memory), `DELETE
+/// /mcp` ends a session and frees its place, and an ended or unknown session id gets 404.
+#[tokio::test]
+async fn session_cap_delete_and_unknown_sessions() {
+    let mut server = start_http_with(&["--max-sessions", "3"]).await;
+    let http = reqwest::Client::new();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let (status, id, _) = post_mcp(&http, &server.addr, None, &initialize_body()).await;
+        assert_eq!(status, 200);
+        ids.push(id.expect("a session id"));
+    }
+    let r = http
+        .post(format!("http://{}/mcp", server.addr))
+        .header("Accept", "application/json, text/event-stream")
+        .json(&initialize_body())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503, "the fourth session is refused");
+    assert_eq!(r.headers()["retry-after"], "60");
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["id"], 1, "a JSON-RPC error for the initialize request");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("--max-sessions 3"), "{message}");
+    // Requests inside open sessions still work at the cap.
+    let (status, _, _) = post_mcp(&http, &server.addr, Some(&ids[0]), &tools_list()).await;
+    assert_eq!(status, 200);
+
+    let r = http
+        .delete(format!("http://{}/mcp", server.addr))
+        .header("Mcp-Session-Id", &ids[0])
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "DELETE /mcp: {}", r.status());
+    let (status, _, _) = post_mcp(&http, &server.addr, Some(&ids[0]), &tools_list()).await;
+    assert_eq!(status, 404, "a deleted session's id gets 404");
+    let (status, _, _) =
+        post_mcp(&http, &server.addr, Some("no-such-session"), &tools_list()).await;
+    assert_eq!(status, 404, "an unknown session id gets 404");
+    let (status, id, _) = post_mcp(&http, &server.addr, None, &initialize_body()).await;
+    assert_eq!(status, 200, "the deleted session's place is free again");
+    assert!(id.is_some());
+    server.child.kill().await.unwrap();
 }

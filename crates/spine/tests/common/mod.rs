@@ -2,7 +2,9 @@
 //! driven by the rmcp client, with helpers that check the result envelope.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::process::Stdio;
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use rmcp::ServiceExt;
@@ -25,24 +27,66 @@ pub async fn stdio_client(data: &std::path::Path) -> Client {
     ().serve(transport).await.expect("initialize over stdio")
 }
 
+/// Each tool's outputSchema as a compiled validator, from the first `tools/list` a test
+/// makes (every server in a test run is the same binary).
+static OUTPUT_SCHEMAS: LazyLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> =
+    LazyLock::new(Default::default);
+
+async fn output_validator(client: &Client, tool: &str) -> Arc<jsonschema::Validator> {
+    if let Some(v) = OUTPUT_SCHEMAS.lock().unwrap().get(tool) {
+        return v.clone();
+    }
+    let tools = client.list_all_tools().await.expect("tools/list");
+    let mut schemas = OUTPUT_SCHEMAS.lock().unwrap();
+    for t in tools {
+        let schema =
+            Value::Object((*t.output_schema.expect("every tool has an outputSchema")).clone());
+        let validator = jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .should_validate_formats(true)
+            .build(&schema)
+            .unwrap_or_else(|e| panic!("{} outputSchema compiles: {e}", t.name));
+        schemas.insert(t.name.to_string(), Arc::new(validator));
+    }
+    schemas.get(tool).unwrap_or_else(|| panic!("{tool} is listed")).clone()
+}
+
+/// Calls `tool`; a success result must validate against the tool's outputSchema (the
+/// TypeScript SDK rejects one that does not), an error result must carry none.
 pub async fn call(client: &Client, tool: &'static str, args: Value) -> CallToolResult {
-    client
+    let r = client
         .call_tool(
             CallToolRequestParams::new(tool).with_arguments(args.as_object().cloned().unwrap()),
         )
         .await
-        .expect("tools/call answered")
+        .expect("tools/call answered");
+    if r.is_error == Some(true) {
+        assert!(r.structured_content.is_none(), "{tool}: an error result has no structuredContent");
+    } else {
+        let structured = r.structured_content.as_ref().expect("structuredContent on success");
+        let validator = output_validator(client, tool).await;
+        let problems: Vec<String> = validator
+            .iter_errors(structured)
+            .map(|e| format!("{} at {}", e, e.instance_path()))
+            .collect();
+        assert!(
+            problems.is_empty(),
+            "{tool} result does not match its outputSchema: {problems:?}\n{structured}"
+        );
+    }
+    r
+}
+
+/// The JSON of the one text block.
+fn text_json(r: &CallToolResult) -> Value {
+    let text = &r.content[0].as_text().expect("a text block").text;
+    serde_json::from_str(text).expect("the text block is JSON")
 }
 
 /// The structured content, after checking the text block carries the same JSON.
 pub fn body(r: &CallToolResult) -> Value {
     let structured = r.structured_content.clone().expect("structuredContent present");
-    let text = r.content[0].as_text().expect("a text block").text.clone();
-    assert_eq!(
-        serde_json::from_str::<Value>(&text).unwrap(),
-        structured,
-        "text block = structured"
-    );
+    assert_eq!(text_json(r), structured, "text block = structured");
     structured
 }
 
@@ -51,9 +95,12 @@ pub fn ok(r: CallToolResult) -> Value {
     body(&r)
 }
 
+/// The `{"error": {...}}` envelope of a rejected call, read from its text block.
 pub fn err(r: CallToolResult) -> Value {
     assert_eq!(r.is_error, Some(true), "expected a tool error: {:?}", r.content);
-    body(&r)["error"].clone()
+    assert!(r.structured_content.is_none(), "an error result has no structuredContent");
+    assert_eq!(r.content.len(), 1, "an error result is one text block");
+    text_json(&r)["error"].clone()
 }
 
 pub struct Server {
