@@ -491,3 +491,154 @@ async fn session_cap_delete_and_unknown_sessions() {
     assert!(id.is_some());
     server.child.kill().await.unwrap();
 }
+
+/// Every optional part of every result, produced for real and checked by `call` against the
+/// tool's outputSchema: a record with every field and state marker, cross-spine coverage,
+/// the rules advisory, every related-edge type, validate_only, delete counts.
+#[tokio::test]
+async fn every_result_shape_validates_against_its_output_schema() {
+    let dir = TempDir::new().unwrap();
+    let client = stdio_client(dir.path()).await;
+    let scope = "shapes:project:spine";
+    let citation = json!({"kind": "file", "ref": "src/lib.rs", "locator": "L1-9",
+        "pin": "0123abcd", "excerpt": "pub fn main() {}"});
+    let full = ok(call(
+        &client,
+        "schedule_memory",
+        json!({
+            "content": "Deploys pause during the migration window.", "scope": scope,
+            "source": "user-said", "category": "decision", "tags": ["deploy", "freeze"],
+            "repo": "spine", "workspace": "ws", "worktree_path": "/src/spine", "base_dir": "/src",
+            "summary": "Deploy freeze", "citations": [citation],
+            "not_before": "2000-01-01T00:00:00Z", "not_after": "2999-01-01T00:00:00Z"
+        }),
+    )
+    .await);
+    let sibling = ok(call(
+        &client,
+        "store_memory",
+        json!({
+            "content": "Deploys resume after the migration window closes.", "scope": scope,
+            "source": "agent-inferred", "category": "decision", "tags": ["deploy"],
+            "citations": [citation]
+        }),
+    )
+    .await);
+    ok(call(&client, "set_visibility", json!({"id": full["id"], "shared": true})).await);
+    ok(call(&client, "get_memory", json!({"id": full["id"]})).await);
+    let check = ok(call(
+        &client,
+        "supersede_memory",
+        json!({
+            "content": "Deploys pause during migrations.", "scope": scope, "source": "user-said",
+            "category": "decision", "supersedes": [full["short_id"]], "validate_only": true
+        }),
+    )
+    .await);
+    assert_eq!(check["validated"], true);
+    let fix = ok(call(
+        &client,
+        "supersede_memory",
+        json!({
+            "content": "Deploys pause during migrations, announced a day ahead.", "scope": scope,
+            "source": "user-said", "category": "decision", "supersedes": [full["short_id"]],
+            "tags": ["deploy"], "citations": [citation]
+        }),
+    )
+    .await);
+    ok(call(&client, "archive_memory", json!({"ids": [full["id"]]})).await);
+    let got = ok(call(&client, "get_memory", json!({"id": full["id"]})).await);
+    for key in [
+        "not_before",
+        "not_after",
+        "archived_at",
+        "superseded_by",
+        "last_accessed_at",
+        "summary_source",
+        "citations",
+        "repo",
+        "workspace",
+        "worktree_path",
+        "base_dir",
+    ] {
+        assert!(got.get(key).is_some(), "get_memory shows {key}: {got}");
+    }
+    assert_eq!(got["states"], json!(["archived", "superseded"]));
+
+    let related =
+        ok(call(&client, "related_memories", json!({"id": fix["id"], "full": true})).await);
+    let mut edge_types: Vec<String> = related["related"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            r["edges"].as_array().unwrap().iter().map(|e| e["type"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    edge_types.sort();
+    edge_types.dedup();
+    assert_eq!(edge_types, ["citation", "supersession", "tag", "vector"], "{related}");
+    assert!(
+        related["related"].as_array().unwrap().iter().any(|r| r["memory"]["id"] == sibling["id"])
+    );
+
+    let found = ok(call(
+        &client,
+        "search_memory",
+        json!({
+            "query": "deploy freeze", "cross_spine": true, "full": true, "k": 1000,
+            "tags": ["deploy"], "categories": ["decision"], "created_after": "2000-01-01T00:00:00Z",
+            "created_before": "2999-01-01T00:00:00Z"
+        }),
+    )
+    .await);
+    assert!(found.get("searched_scopes").is_some() && found.get("scopes_truncated").is_some());
+    assert_eq!(found["recall_gate_hidden"]["total"], 1);
+    let listed =
+        ok(call(&client, "list_memory", json!({"cross_spine": true, "full": true, "limit": 1}))
+            .await);
+    assert_ne!(listed["next_cursor"], "");
+    ok(call(&client, "list_memory", json!({"cross_spine": true, "cursor": listed["next_cursor"]}))
+        .await);
+    ok(call(&client, "list_scheduled", json!({"cross_spine": true, "state": "all"}))
+        .await);
+    ok(call(&client, "list_tags", json!({"limit": 1})).await);
+
+    ok(call(&client, "store_discovery", json!({
+        "content": "Spine's crates: core, store, embed, service, server, binary.", "kind": "map",
+        "scope": "discovery:repo:spine", "citations": [citation], "summary": "crate map",
+        "tags": ["layout"]
+    })).await);
+    let d = ok(call(
+        &client,
+        "search_discovery",
+        json!({"query": "crates", "cross_spine": true, "kind": "map"}),
+    )
+    .await);
+    assert!(d.get("searched_scopes").is_some(), "{d}");
+
+    for i in 0..51 {
+        ok(call(&client, "store_rule", json!({
+            "content": format!("Rule number {i} of the house style."), "scope": "rule:repo:spine",
+            "summary": format!("House rule {i}"), "tags": ["style"]
+        })).await);
+    }
+    let rules = ok(call(&client, "list_rules", json!({})).await);
+    assert!(
+        rules.get("advisory").is_some() && rules.get("searched_scopes").is_some(),
+        "{}",
+        rules["advisory"]
+    );
+    let rules = ok(call(
+        &client,
+        "list_rules",
+        json!({"scopes": ["rule:repo:spine"], "full": true, "tags": ["style"]}),
+    )
+    .await);
+    assert_eq!(rules["rules"].as_array().unwrap().len(), 51);
+    assert!(rules["rules"][0].get("content").is_some(), "full rule view");
+
+    let cleared = ok(call(&client, "delete_all", json!({"scope": scope})).await);
+    assert_eq!(cleared["deleted"], 3);
+    client.cancel().await.unwrap();
+}
