@@ -5,6 +5,8 @@
 //! so a repo may itself contain colons (`run:tier:https://host/x`); at most 512 bytes; no
 //! control characters; no leading or trailing whitespace in any part. The runs `discovery`
 //! and `rule` are reserved for their record kinds; a rule scope's tier is `repo` or `project`.
+//! A discovery scope is `discovery:` followed by any non-empty text (SPEC store_discovery:
+//! "Must start with `discovery:`"), typically `discovery:repo:<repo>`.
 
 use std::fmt;
 
@@ -55,6 +57,20 @@ impl Scope {
         }
         if input.chars().any(char::is_control) {
             return Err(malformed("control characters are not allowed"));
+        }
+        if let Some(rest) = input.strip_prefix("discovery:") {
+            // SPEC store_discovery: any scope starting with `discovery:`.
+            if rest.trim().is_empty() || rest.trim() != rest {
+                return Err(Error::invalid(
+                    field,
+                    Hint::MalformedScope,
+                    format!(
+                        "{field}: a discovery scope is discovery:<name> (typically \
+                         discovery:repo:<repo>) with no surrounding whitespace; got {input:?}"
+                    ),
+                ));
+            }
+            return Ok(Scope(input.to_owned()));
         }
         let mut parts = input.splitn(3, ':');
         let (Some(run), Some(tier), Some(repo)) = (parts.next(), parts.next(), parts.next()) else {
@@ -151,6 +167,22 @@ mod tests {
             let e = Scope::parse("scope", bad).unwrap_err();
             assert_eq!(e.hint, Some(Hint::MalformedScope), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_discovery_scope_is_any_text_after_the_prefix() {
+        for ok in ["discovery:spine", "discovery:repo:spine", "discovery:a:b:c", "discovery:x"] {
+            let s = Scope::parse("scope", ok).unwrap();
+            assert_eq!(s.kind(), ScopeKind::Discovery, "{ok}");
+        }
+        for bad in ["discovery:", "discovery: ", "discovery: x", "discovery:x "] {
+            let e = Scope::parse("scope", bad).unwrap_err();
+            assert_eq!(e.hint, Some(Hint::MalformedScope), "{bad}");
+        }
+        assert_eq!(
+            Scope::parse_memory("scope", "discovery:spine").unwrap_err().hint,
+            Some(Hint::ReservedScope)
+        );
     }
 
     #[test]

@@ -144,11 +144,9 @@ impl Service {
         let mut filter = Filter::new(scope);
         filter.tags_all = a.tags.unwrap_or_default();
         check_filter_tags(&filter.tags_all)?;
+        // SPEC search_memory: categories omitted or empty is no filter, discoveries and
+        // rules included.
         filter.categories_any = a.categories.unwrap_or_default();
-        if filter.categories_any.is_empty() {
-            // Discoveries are recalled on demand through search_discovery.
-            filter.categories_none = vec![Category::Discovery];
-        }
         filter.created_after = parse_time("created_after", a.created_after.as_deref())?;
         filter.created_before = parse_time("created_before", a.created_before.as_deref())?;
 
@@ -274,7 +272,15 @@ impl Service {
         let memories = rows.into_iter().map(|m| MemoryView::new(m, vec![], a.full)).collect();
         let coverage =
             if a.cross_spine { self.coverage(&access, &filter) } else { Coverage::default() };
-        Ok(ListResult { memories, next_cursor, coverage, recall_gate_hidden: Some(hidden) })
+        // SPEC list_memory: on a cross-spine list an explicit limit makes the total an exact
+        // count across all readable scopes.
+        let explicit_limit = a.limit.is_some_and(|l| l > 0);
+        let total = if a.cross_spine && explicit_limit {
+            Some(self.store.count(&access, &filter, Gate::ActiveAt(now)).map_err(store_error)?)
+        } else {
+            None
+        };
+        Ok(ListResult { memories, next_cursor, total, coverage, recall_gate_hidden: Some(hidden) })
     }
 
     /// list_scheduled: the caller's own windowed records the gate is hiding.
@@ -331,7 +337,7 @@ impl Service {
         } else {
             Coverage::default()
         };
-        Ok(ListResult { memories, next_cursor, coverage, recall_gate_hidden: None })
+        Ok(ListResult { memories, next_cursor, total: None, coverage, recall_gate_hidden: None })
     }
 
     /// list_tags: tag counts over recall-visible readable records.

@@ -329,6 +329,10 @@ pub struct ListResult {
     pub memories: Vec<MemoryView>,
     /// Pass as `cursor` for the next page; empty on the last page.
     pub next_cursor: String,
+    /// list_memory with cross_spine and an explicit limit: how many records match across
+    /// every readable scope (exact; all pages, not this one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
     /// Cross-spine coverage.
     #[serde(flatten)]
     pub coverage: Coverage,

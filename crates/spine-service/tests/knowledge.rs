@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 use spine_core::{
-    Caller, EpochSeconds, Error, ErrorCode, Hint, Memory, RecordId, ShortId, Timestamp,
+    Caller, Category, EpochSeconds, Error, ErrorCode, Hint, Memory, RecordId, ShortId, Timestamp,
 };
 use spine_embed::Embedder;
 use spine_service::args::*;
@@ -147,7 +147,8 @@ fn rejected_discovery_calls_name_field_and_hint_and_store_nothing() {
         (json!({"kind": "guess"}), "kind", Hint::InvalidValue),
         (json!({"scope": "run1:project:spine"}), "scope", Hint::MalformedScope),
         (json!({"scope": "rule:repo:spine"}), "scope", Hint::ReservedScope),
-        (json!({"scope": "discovery:spine"}), "scope", Hint::MalformedScope),
+        (json!({"scope": "discovery:"}), "scope", Hint::MalformedScope),
+        (json!({"scope": "discovery: spine"}), "scope", Hint::MalformedScope),
         (json!({"source": "agent-inferred"}), "source", Hint::UnknownField),
         (json!({"category": "discovery"}), "category", Hint::UnknownField),
         (json!({"summary": "s".repeat(513)}), "summary", Hint::TooLong),
@@ -370,20 +371,48 @@ fn cross_spine_search_spans_only_discovery_scopes() {
 }
 
 #[test]
-fn discoveries_stay_out_of_list_memory_and_default_search_memory() {
+fn store_discovery_accepts_any_scope_starting_with_discovery() {
+    // SPEC store_discovery: scope "Must start with `discovery:`".
+    let e = env();
+    for scope in ["discovery:spine", "discovery:repo:spine", "discovery:a:b:c"] {
+        let d = e.discover(&anon(), discovery_args(json!({"scope": scope}))).unwrap();
+        let found =
+            e.search_disc(&anon(), json!({"query": "payload column", "scope": scope})).unwrap();
+        assert_eq!(found["discoveries"][0]["id"], d.id.to_string(), "{scope}");
+        assert_eq!(found["discoveries"][0]["scope"], scope);
+    }
+    let all = e.search_disc(&anon(), json!({"query": "payload", "cross_spine": true})).unwrap();
+    assert_eq!(
+        all["searched_scopes"],
+        json!(["discovery:a:b:c", "discovery:repo:spine", "discovery:spine"])
+    );
+}
+
+#[test]
+fn discoveries_stay_out_of_list_memory_but_search_memory_without_categories_finds_them() {
     let e = env();
     e.discover(&anon(), discovery_args(json!({}))).unwrap();
+    e.rule(
+        &anon(),
+        rule_args(json!({"content": "Payload columns hold one JSON document per record."})),
+    )
+    .unwrap();
     let list =
         e.service.list_memory(&anon(), args(json!({"cross_spine": true, "limit": 1000}))).unwrap();
-    assert!(list.memories.is_empty());
+    let categories: Vec<Category> = list.memories.iter().map(|m| m.category).collect();
+    assert_eq!(categories, [Category::Rule], "the rule, never the discovery");
     let list = e.service.list_memory(&anon(), args(json!({"scope": DISC}))).unwrap();
     assert!(list.memories.is_empty(), "not even in their own scope");
     let q = |extra: Value| {
         let v = patched(&json!({"query": "payload column", "cross_spine": true}), &extra);
         e.service.search_memory(&anon(), args(v)).unwrap().memories.len()
     };
-    assert_eq!(q(json!({})), 0);
-    assert_eq!(q(json!({"categories": ["discovery"]})), 1, "only when asked for by category");
+    // SPEC search_memory: categories omitted or empty is no filter.
+    assert_eq!(q(json!({})), 2, "the discovery and the rule");
+    assert_eq!(q(json!({"categories": []})), 2);
+    assert_eq!(q(json!({"categories": ["discovery"]})), 1);
+    assert_eq!(q(json!({"categories": ["rule"]})), 1);
+    assert_eq!(q(json!({"categories": ["decision"]})), 0, "a filter excludes them");
 }
 
 // ---------- store_rule ----------

@@ -451,6 +451,37 @@ fn cross_spine_reports_every_readable_scope() {
 }
 
 #[test]
+fn cross_spine_list_with_an_explicit_limit_reports_the_exact_total() {
+    // SPEC list_memory: on a cross-spine list an explicit limit makes the underlying total an
+    // exact count across all readable scopes.
+    let e = env();
+    for i in 0..5 {
+        e.store(&anon(), &format!("alpha fact {i}"), json!({"scope": "r:t:alpha"}));
+    }
+    for i in 0..4 {
+        e.store(&anon(), &format!("beta fact {i}"), json!({"scope": "r:t:beta", "tags": ["b"]}));
+    }
+    let hidden = e.store(&anon(), "archived fact", json!({"scope": "r:t:beta"}));
+    e.service.archive_memory(&anon(), args(json!({"ids": [hidden.id.to_string()]}))).unwrap();
+    e.store(&alice(), "alice's private fact", json!({"scope": "r:t:alpha"}));
+
+    let l = e.list(&anon(), json!({"cross_spine": true, "limit": 2}));
+    assert_eq!(l["memories"].as_array().unwrap().len(), 2);
+    assert_eq!(l["total"], 9, "every readable recall-visible record, not the page");
+    let next =
+        e.list(&anon(), json!({"cross_spine": true, "limit": 2, "cursor": l["next_cursor"]}));
+    assert_eq!(next["total"], 9, "the same total on every page");
+    assert_eq!(
+        e.list(&anon(), json!({"cross_spine": true, "limit": 1000, "tags": ["b"]}))["total"],
+        4
+    );
+    assert_eq!(e.list(&alice(), json!({"cross_spine": true, "limit": 1}))["total"], 1);
+    assert!(e.list(&anon(), json!({"cross_spine": true}))["total"].is_null(), "no explicit limit");
+    assert!(e.list(&anon(), json!({"cross_spine": true, "limit": 0}))["total"].is_null());
+    assert!(e.list(&anon(), json!({"scope": "r:t:alpha", "limit": 2}))["total"].is_null());
+}
+
+#[test]
 fn full_view_carries_citations_and_compact_prefers_summary() {
     let e = env();
     e.store(&anon(), "Long content about retries and backoff.", json!({"summary": "Retry with backoff", "citations": [{"kind": "url", "ref": "https://example.org"}]}));

@@ -295,6 +295,9 @@ pub trait Store: Send + Sync {
         limit: usize,
     ) -> Result<Vec<Memory>>;
 
+    /// How many readable records match `filter` and `gate`, exactly.
+    fn count(&self, access: &Access, filter: &Filter, gate: Gate) -> Result<u64>;
+
     /// Distinct readable scopes holding records matching `filter` (gate ignored), sorted,
     /// at most `limit`.
     fn scopes(&self, access: &Access, filter: &Filter, limit: usize) -> Result<Vec<String>>;

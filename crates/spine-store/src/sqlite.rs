@@ -611,6 +611,20 @@ impl Store for SqliteStore {
         bodies.iter().map(|b| decode(b)).collect()
     }
 
+    fn count(&self, access: &Access, filter: &Filter, gate: Gate) -> Result<u64> {
+        let mut w = Where::new();
+        w.access(access);
+        w.filter(filter);
+        w.gate(gate);
+        let conn = self.lock();
+        let n: i64 = conn.query_row(
+            &format!("SELECT count(*) FROM memories m WHERE {}", w.sql),
+            params_from_iter(w.params),
+            |r| r.get(0),
+        )?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     fn scopes(&self, access: &Access, filter: &Filter, limit: usize) -> Result<Vec<String>> {
         // From the search index: a scan of its columns takes milliseconds where SQL's
         // DISTINCT over the owner predicate reads every row (seconds at a million records).

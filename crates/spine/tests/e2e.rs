@@ -600,8 +600,7 @@ async fn every_result_shape_validates_against_its_output_schema() {
     assert_ne!(listed["next_cursor"], "");
     ok(call(&client, "list_memory", json!({"cross_spine": true, "cursor": listed["next_cursor"]}))
         .await);
-    ok(call(&client, "list_scheduled", json!({"cross_spine": true, "state": "all"}))
-        .await);
+    ok(call(&client, "list_scheduled", json!({"cross_spine": true, "state": "all"})).await);
     ok(call(&client, "list_tags", json!({"limit": 1})).await);
 
     ok(call(&client, "store_discovery", json!({
