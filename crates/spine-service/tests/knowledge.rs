@@ -3,15 +3,14 @@
 
 use serde_json::{Value, json};
 use spine_core::{
-    Caller, Category, EpochSeconds, Error, ErrorCode, Hint, Memory, RecordId, ShortId, Timestamp,
+    Caller, Category, EpochSeconds, Error, ErrorCode, Hint, Memory, RecordId, ShortId,
 };
 use spine_embed::Embedder;
 use spine_service::args::*;
 use spine_service::views::Stored;
 use spine_store::{Access, Embedding, Filter, Gate, ScopeFilter, Store};
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const DISC: &str = "discovery:repo:spine";
 const RULES: &str = "rule:repo:spine";
@@ -57,10 +56,6 @@ fn rule_args(patch: Value) -> Value {
 }
 
 impl Env {
-    fn at(&self, secs: i64) {
-        self.clock.set(Timestamp::from_micros(secs * 1_000_000));
-    }
-
     /// store_discovery through the same argument parser the transports use.
     fn discover(&self, caller: &Caller, v: Value) -> Result<Stored, Error> {
         let a = parse_args::<StoreDiscoveryArgs>(obj(v))?;
@@ -82,7 +77,7 @@ impl Env {
         self.service.list_rules(caller, a).map(|r| serde_json::to_value(r).unwrap())
     }
 
-    fn get(&self, caller: &Caller, id: &str) -> Value {
+    fn get_json(&self, caller: &Caller, id: &str) -> Value {
         serde_json::to_value(self.service.get_memory(caller, args(json!({"id": id}))).unwrap())
             .unwrap()
     }
@@ -176,7 +171,7 @@ fn discovery_limits_at_exactly_n_are_accepted_and_fields_are_server_set() {
             })),
         )
         .unwrap();
-    let m = e.get(&alice(), &s.id.to_string());
+    let m = e.get_json(&alice(), &s.id.to_string());
     assert_eq!(m["category"], "discovery");
     assert_eq!(m["source"], "agent-inferred");
     assert_eq!(m["kind"], "map");
@@ -208,7 +203,7 @@ fn replace_discovery_in_place_keeps_id_short_id_and_created_at() {
         )
         .unwrap();
     assert_eq!((again.id, again.short_id.clone()), (first.id, first.short_id.clone()));
-    let m = e.get(&anon(), &first.id.to_string());
+    let m = e.get_json(&anon(), &first.id.to_string());
     assert_eq!(m["created_at"], "2027-01-15T08:00:00Z");
     assert_eq!(m["content"], "Vectors are compared with cosine similarity in search.");
     assert_eq!(m["kind"], "map");
@@ -253,7 +248,7 @@ fn replace_needs_your_own_record_of_the_same_kind() {
         assert_eq!((err.code, err.field.as_deref()), (ErrorCode::NotFound, Some("id")), "{target}");
         assert!(err.message.contains(&target));
     }
-    assert_eq!(e.get(&alice(), &alices.id.to_string())["owner"], "alice@example.com");
+    assert_eq!(e.get_json(&alice(), &alices.id.to_string())["owner"], "alice@example.com");
     assert_eq!(e.total(), 3, "nothing was written by the rejected replacements");
 }
 
@@ -458,14 +453,14 @@ fn rule_limits_at_exactly_n_are_accepted_and_fields_are_server_set() {
             })),
         )
         .unwrap();
-    let m = e.get(&alice(), &s.id.to_string());
+    let m = e.get_json(&alice(), &s.id.to_string());
     assert_eq!(m["category"], "rule");
     assert_eq!(m["source"], "user-said");
     assert_eq!(m["visibility"], "shared");
     assert_eq!(m["summary_source"], "client");
     assert_eq!(m["schema_version"], spine_core::SCHEMA_VERSION);
     // Always shared: another authenticated caller reads it.
-    assert_eq!(e.get(&bob(), &s.id.to_string())["id"], s.id.to_string());
+    assert_eq!(e.get_json(&bob(), &s.id.to_string())["id"], s.id.to_string());
     // An empty id creates.
     e.rule(&alice(), rule_args(json!({"id": ""}))).unwrap();
     assert_eq!(e.total(), 2);
@@ -488,7 +483,7 @@ fn replace_rule_in_place_keeps_id_short_id_and_created_at() {
         )
         .unwrap();
     assert_eq!((again.id, again.short_id.clone()), (first.id, first.short_id.clone()));
-    let m = e.get(&alice(), &first.short_id.to_string());
+    let m = e.get_json(&alice(), &first.short_id.to_string());
     assert_eq!(m["created_at"], "2027-01-15T08:00:00Z");
     assert_eq!(m["content"], "Every public item in every crate has a doc comment.");
     assert_eq!(m["summary"], "Document every public item");
@@ -503,7 +498,10 @@ fn replace_rule_in_place_keeps_id_short_id_and_created_at() {
         let err = e.rule(&caller, rule_args(json!({"id": target}))).unwrap_err();
         assert_eq!(err.code, ErrorCode::NotFound, "{target}");
     }
-    assert_eq!(e.get(&alice(), &first.id.to_string())["summary"], "Document every public item");
+    assert_eq!(
+        e.get_json(&alice(), &first.id.to_string())["summary"],
+        "Document every public item"
+    );
 }
 
 // ---------- list_rules ----------
@@ -711,7 +709,7 @@ fn rule_guard_on_every_write_tool() {
     let e = env();
     let r = e.rule(&alice(), rule_args(json!({}))).unwrap();
     let id = r.id.to_string();
-    let before = e.get(&alice(), &id);
+    let before = e.get_json(&alice(), &id);
 
     let refused = |r: Result<Value, Error>, field: &str| {
         let err = r.unwrap_err();
@@ -751,13 +749,13 @@ fn rule_guard_on_every_write_tool() {
         args(json!({"id": id, "content": "c".repeat(8 * 1024 + 1), "summary": "s"})),
     );
     assert_rejected(upd, "content", Hint::TooLong);
-    assert_eq!(e.get(&alice(), &id)["content"], before["content"], "nothing changed");
+    assert_eq!(e.get_json(&alice(), &id)["content"], before["content"], "nothing changed");
     // Other owners cannot write it although they can read it.
     let upd = e
         .service
         .update_memory(&bob(), args(json!({"id": id, "content": "Bob's.", "summary": "Bob's"})));
     assert_eq!(upd.unwrap_err().code, ErrorCode::NotFound);
-    assert_eq!(e.get(&bob(), &id)["visibility"], "shared");
+    assert_eq!(e.get_json(&bob(), &id)["visibility"], "shared");
     // Rule scopes are reserved for store_rule.
     let s = e.service.store_memory(
         &alice(),

@@ -1,8 +1,7 @@
 //! supersede_memory, archive_memory and restore_memory against the real store and model
 //! (SPEC supersede_memory, archive_memory, restore_memory, "Supersession rules", Errors 3/7/8).
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use serde_json::{Value, json};
 use spine_core::{Caller, ErrorCode, Hint, IdRef};

@@ -7,8 +7,7 @@ use spine_embed::Embedder;
 use spine_service::views::Stored;
 use spine_store::{Access, Embedding, Store};
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const SCOPE: &str = "run1:project:spine";
 const ELSEWHERE: &str = "run1:project:other";

@@ -19,8 +19,7 @@ use spine_service::rerank::{
     DEFAULT_RERANK_TIMEOUT, HttpReranker, RerankConfig, RerankError, Reranker,
 };
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const SCOPE: &str = "run1:project:spine";
 const DISC: &str = "discovery:repo:spine";

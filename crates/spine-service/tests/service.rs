@@ -9,8 +9,7 @@ use spine_embed::Embedder;
 use spine_service::args::*;
 use spine_store::{Access, Embedding, Store};
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const SCOPE: &str = "run1:project:spine";
 
@@ -33,10 +32,6 @@ impl Env {
         self.service
             .get_memory(caller, args(json!({"id": id})))
             .map(|v| serde_json::to_value(v).unwrap())
-    }
-
-    fn at(&self, secs: i64) {
-        self.clock.set(Timestamp::from_micros(secs * 1_000_000));
     }
 
     fn count(&self, caller: &Caller) -> usize {

@@ -14,8 +14,7 @@ use serde_json::{Value, json};
 use spine_testkit::TestIssuer;
 use tempfile::TempDir;
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const AUDIENCE: &str = "spine-tests";
 

@@ -11,8 +11,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::json;
 use tempfile::TempDir;
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// SPEC "Tool annotations": (readOnly, destructive, idempotent, openWorld).
 const ANNOTATIONS: &[(&str, [bool; 4])] = &[

@@ -5,19 +5,17 @@
 //! The OpenAI-compatible server is a local fake (a hosted API cannot run here) that speaks
 //! the real wire protocol over a real socket and returns hashed bag-of-words vectors.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::common::*;
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use common::*;
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};

@@ -3,12 +3,10 @@
 //! `SqliteStore` where a test needs exact states and times, and corrupted with raw SQL where
 //! verify must find something.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
 use spine_core::{

@@ -4,8 +4,6 @@
 //! The chat server is a fake (a hosted model cannot run here) that speaks the real wire
 //! protocol over a real socket; each test scripts its answers and checks the requests.
 
-mod common;
-
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -13,11 +11,11 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::common::*;
 use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use common::*;
 use serde_json::{Value, json};
 use spine_core::{
     Caller, Category, Memory, RecordId, Scope, ShortId, Source, SummarySource, Timestamp,

@@ -3,12 +3,10 @@
 //! directory (with a server still running where the test says so), results checked in the
 //! files, in the store and through the server.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 use spine_core::{
     Caller, Category, EpochSeconds, Memory, RecordId, SCHEMA_VERSION, Scope, ShortId, Source,

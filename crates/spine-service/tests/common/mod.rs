@@ -33,6 +33,13 @@ pub struct Env {
     pub _dir: TempDir,
 }
 
+impl Env {
+    /// Sets the clock to `secs` seconds after the epoch.
+    pub fn at(&self, secs: i64) {
+        self.clock.set(Timestamp::from_micros(secs * 1_000_000));
+    }
+}
+
 pub fn env() -> Env {
     env_with(Limits::default())
 }

@@ -1,0 +1,6 @@
+//! Store tests: the search index against SQL, and schema migrations.
+//!
+//! One test binary for the crate (linking one binary per file cost minutes of CI).
+
+mod index;
+mod migrations;

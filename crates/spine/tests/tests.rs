@@ -1,0 +1,11 @@
+//! End-to-end tests: the real `spine` binary driven by MCP clients and run as an operator command.
+//!
+//! One test binary for the crate (linking one binary per file cost minutes of CI).
+
+mod auth;
+mod common;
+mod e2e;
+mod reindex;
+mod review;
+mod summarize;
+mod transfer;
