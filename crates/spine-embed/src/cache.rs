@@ -2,8 +2,9 @@
 //!
 //! Agents repeat queries (the same question at every session start, the same search after
 //! each edit), and a query embedding costs a forward pass or an HTTP round trip. Only
-//! single-text calls are cached: that is how the service embeds a query, while batch calls
-//! (imports, `spine reindex`) would only flush the cache with texts nobody asks for twice.
+//! [`Embedder::embed_query`] is cached: stored contents (`embed`, one text per write or
+//! batches for imports and `spine reindex`) would only flush the cache with texts nobody
+//! searches for.
 
 use std::num::NonZeroUsize;
 use std::sync::Mutex;
@@ -19,9 +20,9 @@ pub const DEFAULT_CACHE_CAPACITY: usize = 1024;
 /// Hit and miss counts of a [`CachedEmbedder`] since it was built.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
-    /// Single-text calls answered from the cache.
+    /// Queries answered from the cache.
     pub hits: u64,
-    /// Single-text calls that went to the wrapped embedder.
+    /// Queries that went to the wrapped embedder.
     pub misses: u64,
 }
 
@@ -95,21 +96,23 @@ impl<E: Embedder> Embedder for CachedEmbedder<E> {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let (Some(cache), [text]) = (&self.cache, texts) else {
-            return self.inner.embed(texts);
+        self.inner.embed(texts)
+    }
+
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+        let Some(cache) = &self.cache else {
+            return self.inner.embed_query(query);
         };
-        if let Some(v) = Self::lock(cache).get(*text) {
+        if let Some(v) = Self::lock(cache).get(query) {
             self.hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(vec![v.clone()]);
+            return Ok(v.clone());
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
         // The lock is not held while embedding: two threads missing on the same text both
         // compute it, which is cheaper than serialising every query behind one model call.
-        let vectors = self.inner.embed(texts)?;
-        if let [v] = vectors.as_slice() {
-            Self::lock(cache).put((*text).to_owned(), v.clone());
-        }
-        Ok(vectors)
+        let v = self.inner.embed_query(query)?;
+        Self::lock(cache).put(query.to_owned(), v.clone());
+        Ok(v)
     }
 }
 
@@ -148,61 +151,69 @@ mod tests {
     #[test]
     fn a_repeated_query_is_a_hit_and_skips_the_embedder() {
         let c = CachedEmbedder::new(Counting::default());
-        assert_eq!(c.embed(&["where are the tests?"]).unwrap(), [[20.0]]);
-        assert_eq!(c.embed(&["where are the tests?"]).unwrap(), [[20.0]]);
+        assert_eq!(c.embed_query("where are the tests?").unwrap(), [20.0]);
+        assert_eq!(c.embed_query("where are the tests?").unwrap(), [20.0]);
         assert_eq!(calls(&c), 1);
         assert_eq!(c.stats(), CacheStats { hits: 1, misses: 1 });
         assert_eq!((c.model_id(), c.dims()), ("test:counting", 1));
     }
 
     #[test]
-    fn batch_calls_pass_through_and_are_not_cached() {
-        let c = CachedEmbedder::new(Counting::default());
+    fn contents_pass_through_and_never_evict_queries() {
+        let c = CachedEmbedder::with_capacity(Counting::default(), 1);
+        c.embed_query("q").unwrap();
         assert_eq!(c.embed(&["a", "bb"]).unwrap(), [[1.0], [2.0]]);
         c.embed(&["a", "bb"]).unwrap();
-        assert_eq!(calls(&c), 2);
-        c.embed(&["a"]).unwrap();
-        assert_eq!(calls(&c), 3, "the batch did not fill the cache");
+        c.embed(&["stored content"]).unwrap();
+        c.embed(&["stored content"]).unwrap();
+        assert_eq!(calls(&c), 5, "stored contents are embedded every time");
+        c.embed_query("a").unwrap();
+        assert_eq!(calls(&c), 6, "a content is not a cached query");
         assert!(c.embed(&[]).unwrap().is_empty());
-        assert_eq!(c.stats(), CacheStats { hits: 0, misses: 1 });
+        assert_eq!(c.stats(), CacheStats { hits: 0, misses: 2 });
+        let c = CachedEmbedder::with_capacity(Counting::default(), 1);
+        c.embed_query("q").unwrap();
+        c.embed(&["one write"]).unwrap();
+        c.embed_query("q").unwrap();
+        assert_eq!(c.stats(), CacheStats { hits: 1, misses: 1 }, "the write left the query cached");
     }
 
     #[test]
     fn least_recently_used_entry_is_evicted() {
         let c = CachedEmbedder::with_capacity(Counting::default(), 2);
-        c.embed(&["a"]).unwrap();
-        c.embed(&["b"]).unwrap();
-        c.embed(&["a"]).unwrap(); // hit: "b" is now the least recently used
-        c.embed(&["c"]).unwrap(); // evicts "b"
+        c.embed_query("a").unwrap();
+        c.embed_query("b").unwrap();
+        c.embed_query("a").unwrap(); // hit: "b" is now the least recently used
+        c.embed_query("c").unwrap(); // evicts "b"
         assert_eq!(calls(&c), 3);
-        c.embed(&["a"]).unwrap();
+        c.embed_query("a").unwrap();
         assert_eq!(calls(&c), 3, "a stayed");
-        c.embed(&["b"]).unwrap();
+        c.embed_query("b").unwrap();
         assert_eq!(calls(&c), 4, "b was evicted");
     }
 
     #[test]
     fn errors_are_not_cached() {
         let c = CachedEmbedder::new(Counting::default());
-        assert!(c.embed(&["fail"]).is_err());
-        assert!(c.embed(&["fail"]).is_err());
+        assert!(c.embed_query("fail").is_err());
+        assert!(c.embed_query("fail").is_err());
         assert_eq!(calls(&c), 2);
     }
 
     #[test]
     fn capacity_zero_turns_caching_off() {
         let c = CachedEmbedder::with_capacity(Counting::default(), 0);
-        c.embed(&["a"]).unwrap();
-        c.embed(&["a"]).unwrap();
+        c.embed_query("a").unwrap();
+        c.embed_query("a").unwrap();
         assert_eq!(calls(&c), 2);
     }
 
     #[test]
     fn keys_are_exact_text() {
         let c = CachedEmbedder::new(Counting::default());
-        c.embed(&["Query"]).unwrap();
-        c.embed(&["query"]).unwrap();
-        c.embed(&["query "]).unwrap();
+        c.embed_query("Query").unwrap();
+        c.embed_query("query").unwrap();
+        c.embed_query("query ").unwrap();
         assert_eq!(calls(&c), 3);
     }
 }

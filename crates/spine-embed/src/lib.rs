@@ -51,6 +51,14 @@ pub trait Embedder: Send + Sync {
     fn dims(&self) -> usize;
     /// One L2-normalised vector per input text, in order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// The vector of one search query. Same as [`Embedder::embed`] of one text, except
+    /// that a [`CachedEmbedder`] answers repeated queries from its cache (stored contents go
+    /// through `embed` and never evict queries).
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+        self.embed(&[query])?
+            .pop()
+            .ok_or_else(|| EmbedError::Inference("the embedder returned no vector".into()))
+    }
 }
 
 impl<T: Embedder + ?Sized> Embedder for Box<T> {
@@ -63,6 +71,9 @@ impl<T: Embedder + ?Sized> Embedder for Box<T> {
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         (**self).embed(texts)
     }
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+        (**self).embed_query(query)
+    }
 }
 
 impl<T: Embedder + ?Sized> Embedder for std::sync::Arc<T> {
@@ -74,6 +85,9 @@ impl<T: Embedder + ?Sized> Embedder for std::sync::Arc<T> {
     }
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         (**self).embed(texts)
+    }
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+        (**self).embed_query(query)
     }
 }
 

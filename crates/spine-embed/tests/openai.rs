@@ -419,8 +419,8 @@ fn an_unknown_path_is_a_clear_error() {
 fn cache_hit_avoids_a_request() {
     let fake = fake();
     let e = CachedEmbedder::new(OpenAiEmbedder::new(config(&fake)).unwrap());
-    let first = e.embed(&["how are tests run?"]).unwrap();
-    let second = e.embed(&["how are tests run?"]).unwrap();
+    let first = e.embed_query("how are tests run?").unwrap();
+    let second = e.embed_query("how are tests run?").unwrap();
     assert_eq!(first, second);
     assert_eq!(fake.seen().len(), 1, "the second query came from the cache");
     e.embed(&["how are tests run?", "another"]).unwrap();

@@ -238,7 +238,7 @@ impl Service {
         filter.categories_any = vec![Category::Discovery.as_str().to_owned()];
         filter.kind = kind.map(|k| k.as_str().to_owned());
 
-        let query_vec = self.embed_one(&a.query)?;
+        let query_vec = self.embed_query(&a.query)?;
         let access = Access::read(caller);
         let now = self.clock.now();
         // The recall gate: only active records are ranked.

@@ -86,11 +86,13 @@ impl Service {
 
     /// Embeds one text with the configured embedder.
     fn embed_one(&self, text: &str) -> Result<Vec<f32>, Error> {
-        let mut v = self.embedder.embed(&[text]).map_err(|e| {
-            tracing::error!(error = %e, "embedding failed");
-            Error::unavailable(format!("the embedding model failed: {e}"))
-        })?;
+        let mut v = self.embedder.embed(&[text]).map_err(embed_error)?;
         v.pop().ok_or_else(|| Error::internal("the embedder returned no vector"))
+    }
+
+    /// The vector of a search query; repeated queries come from the embedder's cache.
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>, Error> {
+        self.embedder.embed_query(query).map_err(embed_error)
     }
 
     /// Mints a short id no record uses yet (50 random bits; a clash is rare, so retry).
@@ -109,4 +111,10 @@ impl Service {
 fn store_error(e: StoreError) -> Error {
     tracing::error!(error = %e, "store failure");
     Error::internal(format!("storage failure: {e}"))
+}
+
+/// An embedding failure as the service reports it: retry later.
+fn embed_error(e: spine_embed::EmbedError) -> Error {
+    tracing::error!(error = %e, "embedding failed");
+    Error::unavailable(format!("the embedding model failed: {e}"))
 }

@@ -150,7 +150,7 @@ impl Service {
         filter.created_after = parse_time("created_after", a.created_after.as_deref())?;
         filter.created_before = parse_time("created_before", a.created_before.as_deref())?;
 
-        let query_vec = self.embed_one(&a.query)?;
+        let query_vec = self.embed_query(&a.query)?;
         let access = Access::read(caller);
         let now = self.clock.now();
         let pool_size = rank::rerank_pool(k);
