@@ -25,8 +25,8 @@ pub const LEXICAL_WEIGHT: f32 = 0.15;
 ///
 /// Any candidate within [`LEXICAL_WEIGHT`] of the k-th cosine may climb into the results,
 /// and a wider pool also steadies the normalisation (a one-word match is less often the
-/// best in the pool). Widening is cheap: the BM25 query costs what the query terms' postings
-/// cost, and only the `k` winners are decoded.
+/// best in the pool). Widening costs linearly: every pool record is read back and its
+/// content, summary and tags tokenised for [`bm25`] on each query.
 pub fn rerank_pool(k: usize) -> usize {
     (k * 8).max(64)
 }
