@@ -160,12 +160,9 @@ async fn sweeps_and_bad_input_are_refused_and_change_nothing() {
     for t in ["--threshold=0", "--threshold=1.5", "--threshold=-0.2", "--threshold=NaN"] {
         refused(data, &["consolidate", "--all-scopes", t], "--threshold must be").await;
     }
-    // archive / restore: malformed, unknown (all or nothing), missing.
+    // archive / restore: malformed, missing.
     refused(data, &["archive"], "--id").await;
     refused(data, &["archive", "--id", "not an id"], "UUID or a 10-character short_id").await;
-    let unknown = RecordId::mint().to_string();
-    refused(data, &["archive", "--id", &active.id.to_string(), "--id", &unknown], "no such record")
-        .await;
     // The database URL is not for operator commands yet.
     let r =
         spine(data, &["spine-review", "scan", "--all-scopes", "--database-url", "postgres://x"])
@@ -850,15 +847,39 @@ async fn archive_and_restore_act_on_any_owners_record_by_id_or_short_id() {
     assert_eq!(human.code, 0);
     assert!(human.stdout.contains("not_archived"), "{}", human.stdout);
 
-    // A short id two records share names both and changes nothing.
+    // One outcome per id, like the tools: an unknown id does not stop the others.
+    let unknown = RecordId::mint().to_string();
+    let r = review(data, &["restore", "--id", &unknown, "--id", &bobs.id.to_string()]).await;
+    assert_eq!(
+        r["results"][0],
+        json!({"input": unknown, "id": "", "short_id": "", "scope": "", "outcome": "not_found"})
+    );
+    assert_eq!(r["results"][1]["outcome"], "restored");
+    assert_eq!(store.get_many(&[bobs.id]).unwrap()[0].archived_at, None);
+
+    // A short id two records share is `ambiguous`, naming both, and changes neither.
+    review(data, &["archive", "--id", &bobs.id.to_string()]).await;
     db(data)
         .execute(
             "UPDATE memories SET short_id = ?2 WHERE id = ?1",
             params![bobs.id.to_string(), alices.short_id.as_str()],
         )
         .unwrap();
-    refused(data, &["restore", "--id", alices.short_id.as_str()], &bobs.id.to_string()).await;
+    let r = review(data, &["restore", "--id", alices.short_id.as_str()]).await;
+    assert_eq!(r["results"][0]["outcome"], "ambiguous");
+    let mut candidates: Vec<String> = r["results"][0]["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_owned())
+        .collect();
+    candidates.sort();
+    let mut both = vec![alices.id.to_string(), bobs.id.to_string()];
+    both.sort();
+    assert_eq!(candidates, both);
     assert!(store.get_many(&[bobs.id]).unwrap()[0].archived_at.is_some());
+    let human = spine(data, &["spine-review", "restore", "--id", alices.short_id.as_str()]).await;
+    assert!(human.stdout.contains("ambiguous"), "{}", human.stdout);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -73,7 +73,7 @@ enum ReviewCommand {
 /// `--id` for archive and restore.
 #[derive(Debug, Args)]
 pub struct ArchiveArgs {
-    /// Record id or short_id (repeat for several; all or nothing).
+    /// Record id or short_id (repeat for several); each gets its own outcome.
     #[arg(long = "id", required = true, value_name = "ID")]
     ids: Vec<String>,
     #[command(flatten)]
@@ -234,10 +234,14 @@ fn scan(store: &SqliteStore, scope: Option<&Scope>, output: OutputArgs) -> Resul
 #[derive(Serialize)]
 struct ArchiveOutcome {
     input: String,
-    id: RecordId,
+    /// The resolved record's id; empty when the input named none.
+    id: String,
     short_id: String,
     scope: String,
     outcome: &'static str,
+    /// On `ambiguous`: every record whose short_id the input matched.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    candidates: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -245,51 +249,65 @@ struct ArchiveReport {
     results: Vec<ArchiveOutcome>,
 }
 
-/// archive (`archive` = true) or restore: every id must name exactly one record, else
-/// nothing changes; then one transaction.
+/// archive (`archive` = true) or restore, like archive_memory / restore_memory for any
+/// owner's record: one outcome per `--id` in input order (`archived` / `already_archived`,
+/// `restored` / `not_archived`, `not_found`, or `ambiguous` for a short_id several records
+/// share), every found record flipped in one transaction. A malformed id refuses the call.
 fn set_archived(store: &SqliteStore, a: ArchiveArgs, archive: bool) -> Result<()> {
     if a.ids.len() > MAX_IDS {
         bail!("--id given {} times; at most {MAX_IDS} per call", a.ids.len());
     }
-    let mut records = Vec::with_capacity(a.ids.len());
-    let mut problems = Vec::new();
-    for input in &a.ids {
-        let r = IdRef::parse("--id", input).map_err(|e| anyhow::anyhow!("{}", e.message))?;
-        match store.operator_resolve(&r)? {
-            OperatorLookup::Found(m) => records.push(*m),
-            OperatorLookup::NotFound => problems.push(format!("{input:?}: no such record")),
-            OperatorLookup::Ambiguous(ids) => problems.push(format!(
-                "{input:?}: short_id shared by {} records ({}); use the full id",
-                ids.len(),
-                ids.iter().map(RecordId::to_string).collect::<Vec<_>>().join(", ")
-            )),
+    let refs: Vec<IdRef> = a
+        .ids
+        .iter()
+        .map(|input| IdRef::parse("--id", input).map_err(|e| anyhow::anyhow!("{}", e.message)))
+        .collect::<Result<_>>()?;
+    let mut results = Vec::with_capacity(a.ids.len());
+    let mut found = Vec::new();
+    for (input, r) in a.ids.into_iter().zip(&refs) {
+        let mut outcome = ArchiveOutcome {
+            input,
+            id: String::new(),
+            short_id: String::new(),
+            scope: String::new(),
+            outcome: "not_found",
+            candidates: Vec::new(),
+        };
+        match store.operator_resolve(r)? {
+            OperatorLookup::Found(m) => {
+                outcome.id = m.id.to_string();
+                outcome.short_id = m.short_id.to_string();
+                outcome.scope = m.scope.as_str().to_owned();
+                found.push((results.len(), m.id));
+            }
+            OperatorLookup::NotFound => {}
+            OperatorLookup::Ambiguous(ids) => {
+                outcome.outcome = "ambiguous";
+                outcome.candidates = ids.iter().map(RecordId::to_string).collect();
+            }
         }
+        results.push(outcome);
     }
-    if !problems.is_empty() {
-        bail!("{}; nothing was changed", problems.join("; "));
-    }
-    let ids: Vec<RecordId> = records.iter().map(|m| m.id).collect();
+    let ids: Vec<RecordId> = found.iter().map(|(_, id)| *id).collect();
     let at = archive.then(|| now().to_epoch_seconds());
     let flips = store.operator_set_archived(&ids, at)?;
     let (changed, unchanged) =
         if archive { ("archived", "already_archived") } else { ("restored", "not_archived") };
-    let results: Vec<ArchiveOutcome> = a
-        .ids
-        .into_iter()
-        .zip(records)
-        .zip(flips)
-        .map(|((input, m), flipped)| ArchiveOutcome {
-            input,
-            id: m.id,
-            short_id: m.short_id.to_string(),
-            scope: m.scope.as_str().to_owned(),
-            outcome: if flipped { changed } else { unchanged },
-        })
-        .collect();
+    for ((row, _), flipped) in found.into_iter().zip(flips) {
+        results[row].outcome = if flipped { changed } else { unchanged };
+    }
     let report = ArchiveReport { results };
     a.output.print(&report, || {
         for r in &report.results {
-            println!("{}: {} ({}, {})", r.outcome, r.short_id, r.id, r.scope);
+            match r.outcome {
+                "not_found" => println!("not_found: {}", r.input),
+                "ambiguous" => println!(
+                    "ambiguous: {} is the short_id of {}; use the full id",
+                    r.input,
+                    r.candidates.join(", ")
+                ),
+                _ => println!("{}: {} ({}, {})", r.outcome, r.short_id, r.id, r.scope),
+            }
         }
     })
 }
