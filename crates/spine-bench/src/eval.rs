@@ -74,6 +74,21 @@ use spine_service::args::parse_args;
 use spine_service::rerank::{HttpReranker, RerankConfig};
 use spine_store::{Embedding, SqliteStore, Store};
 
+/// The reranker the eval adds a row for: `SPINE_RERANK_URL` (and `SPINE_RERANK_MODEL`,
+/// `SPINE_RERANK_API_KEY`), as `spine --search-ranker jev` takes them.
+fn rerank_from_env() -> Result<Option<RerankConfig>> {
+    let var =
+        |k: &str| std::env::var(k).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+    let Some(url) = var("SPINE_RERANK_URL") else { return Ok(None) };
+    let config = RerankConfig {
+        model: var("SPINE_RERANK_MODEL"),
+        api_key: var("SPINE_RERANK_API_KEY"),
+        ..RerankConfig::new(url.trim_end_matches('/'))
+    };
+    config.check().map_err(|e| anyhow!("SPINE_RERANK_URL: {e}"))?;
+    Ok(Some(config))
+}
+
 /// The crates the corpus is drawn from, each at its version in `Cargo.lock`: well-documented
 /// libraries of different domains (parsing, regular expressions, SQL, async I/O, HTTP, CLI,
 /// dates, URLs, collections, tracing, bytes, TLS, UUIDs, iterators).
@@ -682,7 +697,7 @@ pub fn eval(n: usize) -> Result<()> {
     let dense = hybrid.clone().with_lexical_weight(0.0);
     modes.push(("dense only", run_mode(&dense, &scope, &docs, false)?));
     modes.push(("dense + lexical (default)", run_mode(&hybrid, &scope, &docs, false)?));
-    let rerank = match RerankConfig::from_env().map_err(anyhow::Error::msg)? {
+    let rerank = match rerank_from_env()? {
         Some(config) => {
             let label = format!(
                 "{}{}",

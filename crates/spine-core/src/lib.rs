@@ -1,8 +1,7 @@
 //! The pure core of Spine: the record model, scopes, ids, time, state derivation, limits and
 //! the error type every layer speaks.
 //!
-//! Nothing in this crate performs I/O (the one exception is [`Limits::from_env`], which only
-//! reads environment variables). Every SPEC rule that can be decided from values alone lives
+//! Nothing in this crate performs I/O. Every SPEC rule that can be decided from values alone lives
 //! here, in one function named after the rule, so the service and all transports share it.
 //!
 //! Key design decision: wire strings are parsed into types at the edge ([`Scope`],

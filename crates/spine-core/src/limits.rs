@@ -33,7 +33,8 @@ pub const RULES_ADVISORY_ABOVE: usize = 50;
 /// Bytes of a search query (ours: the embedder reads 256 tokens; this bounds the work).
 pub const MAX_QUERY_BYTES: usize = 16 * 1024;
 
-/// The configurable limits. Construct with [`Limits::default`] or [`Limits::from_env`].
+/// The configurable limits: [`Limits::default`] is the SPEC's; the binary takes each as a
+/// flag or its `SPINE_MEMORY_*` variable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     /// `SPINE_MEMORY_MAX_CONTENT_BYTES`, default 65536.
@@ -58,33 +59,6 @@ impl Default for Limits {
 }
 
 impl Limits {
-    /// Reads the overrides from the environment; a value that is not a positive integer is
-    /// an error naming the variable.
-    pub fn from_env() -> Result<Self, String> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
-
-    /// Like [`Limits::from_env`] with an injectable lookup (tests).
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
-        let mut l = Limits::default();
-        for (var, slot) in [
-            ("SPINE_MEMORY_MAX_CONTENT_BYTES", &mut l.max_content_bytes),
-            ("SPINE_MEMORY_MAX_TAGS", &mut l.max_tags),
-            ("SPINE_MEMORY_MAX_TAG_BYTES", &mut l.max_tag_bytes),
-            ("SPINE_MEMORY_MAX_SUMMARY_BYTES", &mut l.max_summary_bytes),
-        ] {
-            if let Some(v) = get(var) {
-                *slot = v
-                    .trim()
-                    .parse::<usize>()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| format!("{var} must be a positive integer, got {v:?}"))?;
-            }
-        }
-        Ok(l)
-    }
-
     /// Memory content: required, non-blank, at most `max_content_bytes`.
     pub fn check_content(&self, content: &str) -> Result<(), Error> {
         check_content_bytes(content, self.max_content_bytes)
@@ -233,18 +207,6 @@ mod tests {
         let e = resolve_page("k", Some(1001), DEFAULT_K).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("k"));
         assert_eq!(e.hint, Some(Hint::OutOfRange));
-    }
-
-    #[test]
-    fn env_overrides_and_rejects_garbage() {
-        let l = Limits::from_lookup(|k| (k == "SPINE_MEMORY_MAX_TAGS").then(|| "3".to_string()))
-            .unwrap();
-        assert_eq!(l.max_tags, 3);
-        assert_eq!(l.max_content_bytes, 65536);
-        let e = Limits::from_lookup(|k| (k == "SPINE_MEMORY_MAX_TAG_BYTES").then(|| "x".into()))
-            .unwrap_err();
-        assert!(e.contains("SPINE_MEMORY_MAX_TAG_BYTES"));
-        assert!(Limits::from_lookup(|_| Some("0".into())).is_err());
     }
 
     #[test]

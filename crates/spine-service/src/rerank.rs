@@ -97,53 +97,9 @@ impl RerankConfig {
         }
     }
 
-    /// The settings from the process environment; see [`RerankConfig::from_lookup`].
-    pub fn from_env() -> Result<Option<RerankConfig>, String> {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// The settings from `lookup` (a variable's value, or `None` when unset).
-    ///
-    /// `SPINE_SEARCH_RANKER`: `jev` turns reranking on; unset, empty or `off` leaves it off
-    /// (`Ok(None)`, the other variables are not read); anything else is an error. When on:
-    /// `SPINE_RERANK_URL` (required, http or https), `SPINE_RERANK_MODEL`,
-    /// `SPINE_RERANK_API_KEY` (empty = unset) and `SPINE_RERANK_TIMEOUT_MS` (milliseconds,
-    /// above 0; default 5000). Each error names its variable.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, String> {
-        let get = |name: &str| lookup(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
-        match get("SPINE_SEARCH_RANKER").as_deref() {
-            None | Some("off") => return Ok(None),
-            Some("jev") => {}
-            Some(other) => {
-                return Err(format!(
-                    "SPINE_SEARCH_RANKER must be \"jev\" (rerank search results) or \"off\"; got {other:?}"
-                ));
-            }
-        }
-        let Some(url) = get("SPINE_RERANK_URL") else {
-            return Err("SPINE_SEARCH_RANKER=jev needs SPINE_RERANK_URL, the base URL of the \
-                        rerank provider (requests go to <url>/rerank)"
-                .into());
-        };
-        let url = url.trim_end_matches('/').to_owned();
-        endpoint(&url).map_err(|e| format!("SPINE_RERANK_URL: {e}"))?;
-        let timeout = match get("SPINE_RERANK_TIMEOUT_MS") {
-            None => DEFAULT_RERANK_TIMEOUT,
-            Some(ms) => match ms.parse::<u64>() {
-                Ok(ms) if ms > 0 => Duration::from_millis(ms),
-                _ => {
-                    return Err(format!(
-                        "SPINE_RERANK_TIMEOUT_MS must be a whole number of milliseconds above 0; got {ms:?}"
-                    ));
-                }
-            },
-        };
-        Ok(Some(RerankConfig {
-            url,
-            model: get("SPINE_RERANK_MODEL"),
-            api_key: get("SPINE_RERANK_API_KEY"),
-            timeout,
-        }))
+    /// Checks the URL: http or https, parseable.
+    pub fn check(&self) -> Result<(), String> {
+        endpoint(&self.url).map(|_| ())
     }
 }
 

@@ -3,7 +3,6 @@
 //! real model. The provider scores a document by the marker word it contains, so the
 //! expected order is exact: the default order, stably sorted by that probability.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,9 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 use spine_service::Service;
-use spine_service::rerank::{
-    DEFAULT_RERANK_TIMEOUT, HttpReranker, RerankConfig, RerankError, Reranker,
-};
+use spine_service::rerank::{HttpReranker, RerankConfig, RerankError, Reranker};
 
 use crate::common::*;
 
@@ -525,91 +522,14 @@ fn http_reranker_can_be_built_and_dropped_on_an_async_runtime() {
     rt.block_on(async move { drop(r) });
 }
 
-// ---------- settings ----------
-
-fn from(vars: &[(&str, &str)]) -> Result<Option<RerankConfig>, String> {
-    let vars: HashMap<String, String> =
-        vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-    RerankConfig::from_lookup(|name| vars.get(name).cloned())
-}
+// ---------- settings (the flags are parsed and tested in the spine binary) ----------
 
 #[test]
-fn ranker_is_off_when_unset_empty_or_off() {
-    assert_eq!(from(&[]), Ok(None));
-    assert_eq!(from(&[("SPINE_SEARCH_RANKER", "")]), Ok(None));
-    assert_eq!(from(&[("SPINE_SEARCH_RANKER", "off")]), Ok(None));
-    // Off: the provider settings are not read, so a bad one does not matter.
-    assert_eq!(
-        from(&[("SPINE_SEARCH_RANKER", "off"), ("SPINE_RERANK_TIMEOUT_MS", "soon")]),
-        Ok(None)
-    );
-}
-
-#[test]
-fn any_other_ranker_value_is_an_error_naming_the_variable() {
-    let e = from(&[("SPINE_SEARCH_RANKER", "cohere")]).unwrap_err();
-    assert!(e.contains("SPINE_SEARCH_RANKER") && e.contains("cohere"), "{e}");
-}
-
-#[test]
-fn jev_needs_a_url() {
-    let e = from(&[("SPINE_SEARCH_RANKER", "jev")]).unwrap_err();
-    assert!(e.contains("SPINE_RERANK_URL"), "{e}");
-    let e = from(&[("SPINE_SEARCH_RANKER", "jev"), ("SPINE_RERANK_URL", "ftp://h")]).unwrap_err();
-    assert!(e.contains("SPINE_RERANK_URL"), "{e}");
-}
-
-#[test]
-fn jev_reads_url_model_key_and_timeout() {
-    assert_eq!(
-        from(&[("SPINE_SEARCH_RANKER", "jev"), ("SPINE_RERANK_URL", "http://127.0.0.1:8081/")]),
-        Ok(Some(RerankConfig {
-            url: "http://127.0.0.1:8081".into(),
-            model: None,
-            api_key: None,
-            timeout: DEFAULT_RERANK_TIMEOUT,
-        }))
-    );
-    assert_eq!(
-        from(&[
-            ("SPINE_SEARCH_RANKER", "jev"),
-            ("SPINE_RERANK_URL", "https://rerank.example.com/v1"),
-            ("SPINE_RERANK_MODEL", "jina-reranker-v2-base-multilingual"),
-            ("SPINE_RERANK_API_KEY", "sekrit"),
-            ("SPINE_RERANK_TIMEOUT_MS", "1500"),
-        ]),
-        Ok(Some(RerankConfig {
-            url: "https://rerank.example.com/v1".into(),
-            model: Some("jina-reranker-v2-base-multilingual".into()),
-            api_key: Some("sekrit".into()),
-            timeout: Duration::from_millis(1500),
-        }))
-    );
-    assert_eq!(DEFAULT_RERANK_TIMEOUT, Duration::from_secs(5));
-}
-
-#[test]
-fn empty_model_and_key_are_unset() {
-    let c = from(&[
-        ("SPINE_SEARCH_RANKER", "jev"),
-        ("SPINE_RERANK_URL", "http://h"),
-        ("SPINE_RERANK_MODEL", ""),
-        ("SPINE_RERANK_API_KEY", ""),
-    ])
-    .unwrap()
-    .unwrap();
-    assert_eq!((c.model, c.api_key), (None, None));
-}
-
-#[test]
-fn a_bad_timeout_is_an_error_naming_the_variable() {
-    for bad in ["0", "-1", "soon", "1.5"] {
-        let e = from(&[
-            ("SPINE_SEARCH_RANKER", "jev"),
-            ("SPINE_RERANK_URL", "http://h"),
-            ("SPINE_RERANK_TIMEOUT_MS", bad),
-        ])
-        .unwrap_err();
-        assert!(e.contains("SPINE_RERANK_TIMEOUT_MS"), "{bad}: {e}");
+fn the_provider_url_must_be_http_or_https() {
+    for ok in ["http://127.0.0.1:8081", "https://rerank.example.com/v1", "http://h/rerank"] {
+        assert_eq!(RerankConfig::new(ok).check(), Ok(()), "{ok}");
+    }
+    for bad in ["ftp://h", "not a url", ""] {
+        assert!(RerankConfig::new(bad).check().is_err(), "{bad}");
     }
 }

@@ -151,13 +151,8 @@ fn limits_at_exactly_n_are_accepted() {
 }
 
 #[test]
-fn limits_follow_environment_overrides() {
-    let limits = Limits::from_lookup(|k| match k {
-        "SPINE_MEMORY_MAX_CONTENT_BYTES" => Some("10".into()),
-        "SPINE_MEMORY_MAX_TAGS" => Some("1".into()),
-        _ => None,
-    })
-    .unwrap();
+fn configured_limits_are_enforced() {
+    let limits = Limits { max_content_bytes: 10, max_tags: 1, ..Limits::default() };
     let e = env_with(limits);
     e.store(&anon(), &"x".repeat(10), json!({"tags": ["a"]}));
     let a: StoreMemoryArgs = args(

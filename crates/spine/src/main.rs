@@ -6,6 +6,7 @@
 
 mod embedder;
 mod ops;
+mod settings;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -15,11 +16,11 @@ use anyhow::{Context, Result, bail};
 use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand};
 use rmcp::ServiceExt;
-use spine_core::{Limits, SystemClock};
+use spine_core::SystemClock;
 use spine_server::auth::{OidcConfig, Verifier};
 use spine_server::{HttpOptions, Identity, SpineMcp, http_router};
 use spine_service::Service;
-use spine_service::rerank::{HttpReranker, RerankConfig};
+use spine_service::rerank::HttpReranker;
 use spine_store::SqliteStore;
 
 /// Spine: a memory service for software agents, over MCP.
@@ -55,6 +56,10 @@ struct Common {
     owner_claim: String,
     #[command(flatten)]
     embedder: embedder::EmbedderArgs,
+    #[command(flatten)]
+    limits: settings::LimitArgs,
+    #[command(flatten)]
+    rerank: settings::RerankArgs,
 }
 
 #[derive(Debug, Subcommand)]
@@ -162,7 +167,8 @@ fn build_service(common: &Common) -> Result<Service> {
             url.split('@').next_back().unwrap_or("")
         );
     }
-    let limits = Limits::from_env().map_err(anyhow::Error::msg)?;
+    let limits = common.limits.limits();
+    let rerank = common.rerank.config()?;
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
     let embedder = embedder::build(&common.embedder, &model_dir)?;
     let data_dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
@@ -178,8 +184,8 @@ fn build_service(common: &Common) -> Result<Service> {
         }
     })?;
     let mut service = Service::new(store, embedder, Arc::new(SystemClock), limits);
-    if let Some(config) = RerankConfig::from_env().map_err(anyhow::Error::msg)? {
-        tracing::info!(url = %config.url, model = ?config.model, "reranking search results (SPINE_SEARCH_RANKER=jev)");
+    if let Some(config) = rerank {
+        tracing::info!(url = %config.url, model = ?config.model, "reranking search results (--search-ranker jev)");
         let reranker = HttpReranker::new(config).context("setting up the reranker")?;
         service = service.with_reranker(Arc::new(reranker));
     }
@@ -294,7 +300,8 @@ async fn main() -> Result<()> {
             .context("the reindex thread panicked")??;
         }
         Command::SummarizeMissing(args) => {
-            let plan = ops::summarize::Plan::new(&args)?;
+            let plan =
+                ops::summarize::Plan::new(&args, cli.common.limits.memory_max_summary_bytes)?;
             let store = operator_store(&cli.common, "summarize-missing", true)?;
             // Installed here, on the runtime, before any record is touched.
             let stop = ops::stop::Stop::install(args.timeout)?;

@@ -392,7 +392,7 @@ fn rss_mib(pid: u32) -> f64 {
 /// 404, the memory goes back to the OS, and a session in use meanwhile stays open.
 #[tokio::test]
 async fn abandoned_sessions_expire_and_their_memory_returns() {
-    let mut server = start_http_with(&["--session-idle-timeout", "2s"]).await;
+    let mut server = start_http_with(&["--session-idle-timeout", "3s"]).await;
     let pid = server.child.id().unwrap();
     let http = reqwest::Client::new();
     let (status, kept, _) = post_mcp(&http, &server.addr, None, &initialize_body()).await;
@@ -419,6 +419,9 @@ async fn abandoned_sessions_expire_and_their_memory_returns() {
             assert_eq!(status, 200, "initialize in wave {wave}");
             abandoned.push(id.expect("a session id"));
         }
+        // The session in use keeps being used while the others are abandoned.
+        let (in_use, _, _) = post_mcp(&http, &server.addr, Some(&kept), &tools_list()).await;
+        assert_eq!(in_use, 200, "a session in use does not expire (wave {wave})");
     }
     let peak = rss_mib(pid);
     assert!(peak - baseline > 20.0, "{ABANDONED} sessions cost memory: {baseline} -> {peak} MiB");
@@ -639,4 +642,65 @@ async fn every_result_shape_validates_against_its_output_schema() {
     let cleared = ok(call(&client, "delete_all", json!({"scope": scope})).await);
     assert_eq!(cleared["deleted"], 3);
     client.cancel().await.unwrap();
+}
+
+/// Every setting is a flag with its `SPINE_*` variable, listed by `--help`, and reaches the
+/// server: a record bound set by flag or by variable is enforced on the tools.
+#[tokio::test]
+async fn settings_are_flags_and_variables_listed_by_help() {
+    let help = std::process::Command::new(SPINE).args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for (flag, var) in [
+        ("--memory-max-content-bytes", "SPINE_MEMORY_MAX_CONTENT_BYTES"),
+        ("--memory-max-tags", "SPINE_MEMORY_MAX_TAGS"),
+        ("--memory-max-tag-bytes", "SPINE_MEMORY_MAX_TAG_BYTES"),
+        ("--memory-max-summary-bytes", "SPINE_MEMORY_MAX_SUMMARY_BYTES"),
+        ("--search-ranker", "SPINE_SEARCH_RANKER"),
+        ("--rerank-url", "SPINE_RERANK_URL"),
+        ("--rerank-model", "SPINE_RERANK_MODEL"),
+        ("--rerank-api-key", "SPINE_RERANK_API_KEY"),
+        ("--rerank-timeout-ms", "SPINE_RERANK_TIMEOUT_MS"),
+        ("--session-idle-timeout", "SPINE_SESSION_IDLE_TIMEOUT"),
+        ("--max-sessions", "SPINE_MAX_SESSIONS"),
+    ] {
+        assert!(help.contains(flag) && help.contains(var), "serve --help lists {flag} / {var}");
+    }
+    let help = std::process::Command::new(SPINE).args(["summarize-missing", "--help"]).output();
+    let help = String::from_utf8_lossy(&help.unwrap().stdout).into_owned();
+    for var in [
+        "SPINE_SUMMARY_MODEL",
+        "SPINE_SUMMARY_URL",
+        "SPINE_SUMMARY_API_KEY",
+        "SPINE_SUMMARY_MAX_CHARS",
+        "SPINE_SUMMARY_REQUEST_TIMEOUT",
+    ] {
+        assert!(help.contains(var), "summarize-missing --help lists {var}");
+    }
+
+    let store_two_tags = json!({"content": "c", "scope": "s:t:r", "source": "user-said",
+        "category": "gotcha", "tags": ["a", "b"]});
+    for (args, env) in
+        [(&["--memory-max-tags", "1"][..], None), (&[][..], Some(("SPINE_MEMORY_MAX_TAGS", "1")))]
+    {
+        let dir = TempDir::new().unwrap();
+        let mut cmd = tokio::process::Command::new(SPINE);
+        cmd.arg("mcp").arg("--data-dir").arg(dir.path()).args(args);
+        if let Some((k, v)) = env {
+            cmd.env(k, v);
+        }
+        let (transport, _) =
+            rmcp::transport::TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().unwrap();
+        let client = ().serve(transport).await.unwrap();
+        let e = err(call(&client, "store_memory", store_two_tags.clone()).await);
+        assert_eq!((e["field"].as_str(), e["hint"].as_str()), (Some("tags"), Some("too_many")));
+        client.cancel().await.unwrap();
+    }
+    let bad = std::process::Command::new(SPINE)
+        .args(["mcp", "--search-ranker", "jev"])
+        .env_remove("SPINE_RERANK_URL")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("SPINE_RERANK_URL"));
 }

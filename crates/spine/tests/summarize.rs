@@ -413,7 +413,7 @@ fn an_unset_model_is_refused_with_what_to_set() {
     for env in [&[][..], &[("SPINE_SUMMARY_MODEL", "")][..]] {
         let r = run(dir.path(), &["--all-scopes"], env);
         assert_eq!(r.code, Some(1), "{}", r.stderr);
-        assert!(r.stderr.contains("SPINE_SUMMARY_MODEL is not set"), "{}", r.stderr);
+        assert!(r.stderr.contains("(SPINE_SUMMARY_MODEL) is not set"), "{}", r.stderr);
         assert!(r.stderr.contains("builtin:extractive"), "{}", r.stderr);
     }
 }
@@ -429,7 +429,18 @@ fn misuse_is_refused_with_a_clear_message() {
         (
             &["--all-scopes"],
             &[("SPINE_SUMMARY_MODEL", "builtin:extractive"), ("SPINE_SUMMARY_MAX_CHARS", "0")],
-            "SPINE_SUMMARY_MAX_CHARS must be a whole number from 20 to 4096",
+            "--summary-max-chars",
+        ),
+        (
+            &[
+                "--all-scopes",
+                "--summary-model",
+                "builtin:extractive",
+                "--summary-max-chars",
+                "5000",
+            ],
+            &[],
+            "must be a whole number from 20 to 4096",
         ),
         (&["--all-scopes"], &[("SPINE_SUMMARY_MODEL", "llama3.2")], "SPINE_SUMMARY_URL"),
         (

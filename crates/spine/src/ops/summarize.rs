@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::Args;
 use serde::Serialize;
 use spine_core::{Clock, RecordId, SystemClock, Timestamp};
@@ -30,8 +30,6 @@ use crate::ops::stop::Stopped;
 
 use super::{OutputArgs, Progress, ScopeArgs, count, parse_duration};
 
-/// Default of `SPINE_SUMMARY_MAX_CHARS` (SPEC Limits).
-pub const DEFAULT_MAX_CHARS: usize = 280;
 /// Bounds of `SPINE_SUMMARY_MAX_CHARS`: shorter is not a summary, longer is not short.
 const MAX_CHARS_RANGE: std::ops::RangeInclusive<usize> = 20..=4096;
 /// Records read per page.
@@ -60,10 +58,52 @@ pub struct SummarizeArgs {
     #[arg(long, value_parser = parse_duration, default_value = "30m")]
     pub timeout: Duration,
     #[command(flatten)]
+    pub summary: SummaryArgs,
+    #[command(flatten)]
     pub output: OutputArgs,
 }
 
-/// The summarizer settings, from the environment.
+/// Which summarizer writes the summaries, each setting a flag or its `SPINE_SUMMARY_*`
+/// variable.
+#[derive(Debug, Clone, Args)]
+pub struct SummaryArgs {
+    /// `builtin:extractive` (offline) or the name of a chat model served at --summary-url;
+    /// stored as each summary's summary_model. Required.
+    #[arg(long, env = "SPINE_SUMMARY_MODEL")]
+    pub summary_model: Option<String>,
+    /// Longest auto summary, in characters (20 to 4096; SPEC Limits: 280).
+    #[arg(long, env = "SPINE_SUMMARY_MAX_CHARS", default_value = "280", value_parser = summary_max_chars)]
+    pub summary_max_chars: usize,
+    /// Base URL of the OpenAI-compatible server serving --summary-model (e.g.
+    /// http://localhost:11434 for Ollama).
+    #[arg(long, env = "SPINE_SUMMARY_URL")]
+    pub summary_url: Option<String>,
+    /// Bearer key for the summary server.
+    #[arg(long, env = "SPINE_SUMMARY_API_KEY", hide_env_values = true)]
+    pub summary_api_key: Option<String>,
+    /// Longest one summary request may take, e.g. 90s or 5m [default: 2m].
+    #[arg(long, env = "SPINE_SUMMARY_REQUEST_TIMEOUT", value_parser = summary_request_timeout)]
+    pub summary_request_timeout: Option<Duration>,
+}
+
+fn summary_max_chars(v: &str) -> std::result::Result<usize, String> {
+    v.trim().parse::<usize>().ok().filter(|n| MAX_CHARS_RANGE.contains(n)).ok_or_else(|| {
+        format!(
+            "must be a whole number from {} to {} (characters)",
+            MAX_CHARS_RANGE.start(),
+            MAX_CHARS_RANGE.end()
+        )
+    })
+}
+
+fn summary_request_timeout(v: &str) -> std::result::Result<Duration, String> {
+    parse_duration(v.trim())
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| "must be a duration above zero, such as 90s or 5m".to_owned())
+}
+
+/// The summarizer settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// `SPINE_SUMMARY_MODEL`, stored as summary_model.
@@ -84,66 +124,50 @@ pub enum Provider {
 }
 
 impl Settings {
-    /// Reads `SPINE_SUMMARY_MODEL`, `SPINE_SUMMARY_MAX_CHARS`, `SPINE_SUMMARY_URL`,
-    /// `SPINE_SUMMARY_API_KEY` and `SPINE_SUMMARY_REQUEST_TIMEOUT`.
-    pub fn from_env() -> Result<Self> {
-        Self::from_lookup(|k| std::env::var(k).ok())
-    }
-
-    /// Like [`Settings::from_env`] with an injectable lookup (tests).
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        let get = |k: &str| get(k).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+    /// Checks the summarizer flags together: a model is required, and a chat model needs a
+    /// server URL.
+    pub fn new(a: &SummaryArgs) -> Result<Self> {
+        fn set(v: &Option<String>) -> Option<String> {
+            v.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned)
+        }
         // SPEC Errors 9: summarize-missing errors when the model is unset.
-        let Some(model) = get("SPINE_SUMMARY_MODEL") else {
+        let Some(model) = set(&a.summary_model) else {
             bail!(
-                "SPINE_SUMMARY_MODEL is not set: name the summarizer, either `{}` (built in, \
-                 offline) or a chat model served by an OpenAI-compatible server at \
-                 SPINE_SUMMARY_URL (e.g. SPINE_SUMMARY_MODEL=llama3.2 \
+                "--summary-model (SPINE_SUMMARY_MODEL) is not set: name the summarizer, either \
+                 `{}` (built in, offline) or a chat model served by an OpenAI-compatible server \
+                 at --summary-url (e.g. SPINE_SUMMARY_MODEL=llama3.2 \
                  SPINE_SUMMARY_URL=http://localhost:11434 for Ollama)",
                 extractive::MODEL
             );
         };
-        let max_chars = match get("SPINE_SUMMARY_MAX_CHARS") {
-            None => DEFAULT_MAX_CHARS,
-            Some(v) => v.parse::<usize>().ok().filter(|n| MAX_CHARS_RANGE.contains(n)).with_context(|| {
-                format!(
-                    "SPINE_SUMMARY_MAX_CHARS must be a whole number from {} to {} (characters); got {v:?}",
-                    MAX_CHARS_RANGE.start(),
-                    MAX_CHARS_RANGE.end()
-                )
-            })?,
-        };
+        let max_chars = a.summary_max_chars;
         if model == extractive::MODEL {
             return Ok(Settings { model, max_chars, provider: Provider::Extractive });
         }
         if model.starts_with("builtin:") {
             bail!(
-                "SPINE_SUMMARY_MODEL={model}: there is no such built-in summarizer; the built-in \
+                "--summary-model {model}: there is no such built-in summarizer; the built-in \
                  one is `{}`",
                 extractive::MODEL
             );
         }
-        let Some(url) = get("SPINE_SUMMARY_URL") else {
+        let Some(url) = set(&a.summary_url) else {
             bail!(
-                "SPINE_SUMMARY_MODEL={model} is a chat model, so SPINE_SUMMARY_URL must name the \
-                 OpenAI-compatible server that serves it (e.g. http://localhost:11434 for Ollama, \
-                 http://localhost:8000 for vLLM, https://api.openai.com); or use `{}` offline",
+                "--summary-model {model} is a chat model, so --summary-url (SPINE_SUMMARY_URL) \
+                 must name the OpenAI-compatible server that serves it (e.g. \
+                 http://localhost:11434 for Ollama, http://localhost:8000 for vLLM, \
+                 https://api.openai.com); or use `{}` offline",
                 extractive::MODEL
             );
         };
         chat::check_url(&url)?;
         let mut config = chat::ChatConfig {
-            api_key: get("SPINE_SUMMARY_API_KEY"),
+            api_key: set(&a.summary_api_key),
             max_chars,
             ..chat::ChatConfig::new(url, model.clone())
         };
-        if let Some(t) = get("SPINE_SUMMARY_REQUEST_TIMEOUT") {
-            config.timeout = parse_duration(&t)
-                .ok()
-                .filter(|d| !d.is_zero())
-                .with_context(|| {
-                    format!("SPINE_SUMMARY_REQUEST_TIMEOUT must be a duration such as 90s or 5m; got {t:?}")
-                })?;
+        if let Some(t) = a.summary_request_timeout {
+            config.timeout = t;
         }
         Ok(Settings { model, max_chars, provider: Provider::Chat(config) })
     }
@@ -453,6 +477,8 @@ pub struct Sweep {
     pub older_than: Option<String>,
     /// Count only.
     pub dry_run: bool,
+    /// The client summary bound (`--memory-max-summary-bytes`): an auto summary fits it too.
+    pub max_summary_bytes: usize,
 }
 
 /// Sweeps `store`: counts what `sweep` selects and, unless it is a dry run, summarizes it
@@ -465,8 +491,7 @@ pub fn summarize_missing(
     stop: &Stop,
 ) -> Result<Report> {
     let started = Instant::now();
-    let max_summary_bytes =
-        spine_core::Limits::from_env().map_err(anyhow::Error::msg)?.max_summary_bytes;
+    let max_summary_bytes = sweep.max_summary_bytes;
     let eligible = store.count_missing_summaries(&sweep.which)?;
     let selected = if sweep.limit == 0 { eligible } else { eligible.min(sweep.limit) };
     let mut report = Report {
@@ -582,15 +607,16 @@ pub struct Plan {
     args: SummarizeArgs,
     scope: Option<spine_core::Scope>,
     settings: Settings,
+    max_summary_bytes: usize,
 }
 
 impl Plan {
     /// Checks the flags and the `SPINE_SUMMARY_*` settings (no I/O): misuse is reported
     /// before anything is opened.
-    pub fn new(args: &SummarizeArgs) -> Result<Plan> {
+    pub fn new(args: &SummarizeArgs, max_summary_bytes: usize) -> Result<Plan> {
         let scope = args.scope.resolve()?;
-        let settings = Settings::from_env()?;
-        Ok(Plan { args: args.clone(), scope, settings })
+        let settings = Settings::new(&args.summary)?;
+        Ok(Plan { args: args.clone(), scope, settings, max_summary_bytes })
     }
 
     /// Sweeps `store` and prints the report; returns the exit status. Blocking: call from a
@@ -618,6 +644,7 @@ impl Plan {
             older_than: (!self.args.older_than.is_zero())
                 .then(|| humantime::format_duration(self.args.older_than).to_string()),
             dry_run: self.args.dry_run,
+            max_summary_bytes: self.max_summary_bytes,
         };
         if let Some(url) = &endpoint
             && !self.args.dry_run
@@ -646,16 +673,24 @@ mod tests {
 
     use super::*;
 
-    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    fn settings(args: &[&str]) -> Result<Settings> {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            summary: SummaryArgs,
+        }
+        let cli = <Cli as clap::Parser>::try_parse_from(
+            std::iter::once("spine").chain(args.iter().copied()),
+        )?;
+        Settings::new(&cli.summary)
     }
 
     #[test]
     fn the_model_is_required() {
-        for vars in [&[][..], &[("SPINE_SUMMARY_MODEL", "  ")][..]] {
-            let e = Settings::from_lookup(env(vars)).unwrap_err().to_string();
+        for args in [&[][..], &["--summary-model", "  "][..]] {
+            let e = settings(args).unwrap_err().to_string();
             assert!(
-                e.contains("SPINE_SUMMARY_MODEL is not set") && e.contains("builtin:extractive"),
+                e.contains("(SPINE_SUMMARY_MODEL) is not set") && e.contains("builtin:extractive"),
                 "{e}"
             );
         }
@@ -663,29 +698,24 @@ mod tests {
 
     #[test]
     fn builtin_extractive_needs_no_url() {
-        let s =
-            Settings::from_lookup(env(&[("SPINE_SUMMARY_MODEL", "builtin:extractive")])).unwrap();
+        let s = settings(&["--summary-model", "builtin:extractive"]).unwrap();
         assert_eq!((s.model.as_str(), s.max_chars), ("builtin:extractive", 280));
         assert!(matches!(s.provider, Provider::Extractive));
-        let e = Settings::from_lookup(env(&[("SPINE_SUMMARY_MODEL", "builtin:abstractive")]))
-            .unwrap_err()
-            .to_string();
+        let e = settings(&["--summary-model", "builtin:abstractive"]).unwrap_err().to_string();
         assert!(e.contains("no such built-in summarizer"), "{e}");
     }
 
     #[test]
     fn a_chat_model_needs_a_url() {
-        let e = Settings::from_lookup(env(&[("SPINE_SUMMARY_MODEL", "llama3.2")]))
-            .unwrap_err()
-            .to_string();
+        let e = settings(&["--summary-model", "llama3.2"]).unwrap_err().to_string();
         assert!(e.contains("SPINE_SUMMARY_URL"), "{e}");
-        let s = Settings::from_lookup(env(&[
-            ("SPINE_SUMMARY_MODEL", "llama3.2"),
-            ("SPINE_SUMMARY_URL", "http://localhost:11434"),
-            ("SPINE_SUMMARY_API_KEY", "k"),
-            ("SPINE_SUMMARY_MAX_CHARS", "100"),
-            ("SPINE_SUMMARY_REQUEST_TIMEOUT", "5m"),
-        ]))
+        let s = settings(&[
+            "--summary-model=llama3.2",
+            "--summary-url=http://localhost:11434",
+            "--summary-api-key=k",
+            "--summary-max-chars=100",
+            "--summary-request-timeout=5m",
+        ])
         .unwrap();
         let Provider::Chat(c) = s.provider else { panic!("chat") };
         assert_eq!(
@@ -696,18 +726,16 @@ mod tests {
     }
 
     #[test]
-    fn max_chars_is_validated() {
+    fn max_chars_and_timeout_are_validated() {
         for bad in ["0", "19", "4097", "-5", "many", "2.5"] {
-            let e = Settings::from_lookup(env(&[
-                ("SPINE_SUMMARY_MODEL", "builtin:extractive"),
-                ("SPINE_SUMMARY_MAX_CHARS", bad),
-            ]))
-            .unwrap_err()
-            .to_string();
-            assert!(
-                e.contains("SPINE_SUMMARY_MAX_CHARS must be a whole number from 20 to 4096"),
-                "{bad}: {e}"
-            );
+            let arg = format!("--summary-max-chars={bad}");
+            let e = settings(&["--summary-model=builtin:extractive", &arg]).unwrap_err();
+            assert!(e.to_string().contains("must be a whole number from 20 to 4096"), "{bad}: {e}");
+        }
+        for bad in ["0", "soon"] {
+            let arg = format!("--summary-request-timeout={bad}");
+            let e = settings(&["--summary-model=builtin:extractive", &arg]).unwrap_err();
+            assert!(e.to_string().contains("such as 90s"), "{bad}: {e}");
         }
     }
 
