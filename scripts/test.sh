@@ -14,7 +14,9 @@ if ! cmp -s tests/typescript/package-lock.json tests/typescript/node_modules/.in
   (cd tests/typescript && npm ci --no-audit --no-fund --loglevel=error \
     && cp package-lock.json node_modules/.installed-lock.json)
 fi
-cargo build --bin spine
+# `cargo test` builds target/debug/spine too (the end-to-end tests run it); a separate
+# `cargo build` first would compile the binary and its dependencies twice, once without the
+# test build's dev-dependency features.
 SPINE_REQUIRE_PYTHON=1 cargo test --workspace
 target/pyenv/bin/python tests/python/sdk_client.py target/debug/spine
 node tests/typescript/sdk_client.mjs target/debug/spine
