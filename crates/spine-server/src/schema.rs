@@ -7,9 +7,7 @@
 //! for each on every connect, or refuse to compile in strict mode. [`standard_formats`]
 //! rewrites them as the `minimum` / `maximum` they mean.
 
-use std::any::TypeId;
-use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::Arc;
 
 use rmcp::model::JsonObject;
 use schemars::generate::SchemaSettings;
@@ -75,36 +73,27 @@ pub fn standard_formats(schema: &mut Schema) {
     transform_subschemas(&mut standard_formats, schema);
 }
 
-type Cache = Mutex<HashMap<(TypeId, bool), Arc<JsonObject>>>;
-static CACHE: LazyLock<Cache> = LazyLock::new(Default::default);
-
-fn cached<T: JsonSchema + 'static>(serialize: bool) -> Arc<JsonObject> {
-    let key = (TypeId::of::<T>(), serialize);
-    let mut cache = CACHE.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    cache
-        .entry(key)
-        .or_insert_with(|| {
-            let mut settings = SchemaSettings::draft2020_12().with_transform(standard_formats);
-            if serialize {
-                settings = settings.for_serialize();
-            }
-            let schema = settings.into_generator().into_root_schema_for::<T>();
-            match schema.to_value() {
-                Value::Object(object) => Arc::new(object),
-                _ => Arc::new(JsonObject::new()),
-            }
-        })
-        .clone()
+/// `T`'s schema (the serialize contract when `serialize`), with standard formats only.
+/// Generated once per process: the tool router that calls this is built once.
+fn generate<T: JsonSchema>(serialize: bool) -> Arc<JsonObject> {
+    let mut settings = SchemaSettings::draft2020_12().with_transform(standard_formats);
+    if serialize {
+        settings = settings.for_serialize();
+    }
+    match settings.into_generator().into_root_schema_for::<T>().to_value() {
+        Value::Object(object) => Arc::new(object),
+        _ => Arc::new(JsonObject::new()),
+    }
 }
 
 /// The `inputSchema` of a tool taking `T` as its arguments.
-pub fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
-    cached::<T>(false)
+pub fn input<T: JsonSchema>() -> Arc<JsonObject> {
+    generate::<T>(false)
 }
 
 /// The `outputSchema` of a tool whose success result serialises `T` (always an object).
-pub fn output<T: JsonSchema + 'static>() -> Arc<JsonObject> {
-    cached::<T>(true)
+pub fn output<T: JsonSchema>() -> Arc<JsonObject> {
+    generate::<T>(true)
 }
 
 #[cfg(test)]
