@@ -195,6 +195,7 @@ fn hamming(a: &[u64], b: &[u64]) -> u32 {
 struct Compiled {
     owner: u32,
     include_shared: bool,
+    every_owner: bool,
     scope: Option<u32>,
     tags: Vec<u32>,
     categories_any: Option<Vec<u32>>,
@@ -388,6 +389,7 @@ impl Index {
         Some(Compiled {
             owner,
             include_shared: access.include_shared,
+            every_owner: access.every_owner,
             scope,
             tags,
             categories_any,
@@ -410,7 +412,9 @@ impl Index {
             return false;
         }
         let owner = self.owner[s];
-        if owner == NONE || !(owner == c.owner || (c.include_shared && self.shared[s])) {
+        if !c.every_owner
+            && (owner == NONE || !(owner == c.owner || (c.include_shared && self.shared[s])))
+        {
             return false;
         }
         if c.scope.is_some_and(|sc| sc != self.scope[s]) {

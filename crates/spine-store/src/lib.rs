@@ -12,27 +12,22 @@
 //! every write, in the same transaction.
 #![deny(missing_docs)]
 
-mod gate;
 mod index;
-mod review;
+mod operator;
 mod sqlite;
-mod summaries;
-mod transfer;
 
 use spine_core::{
     Caller, Category, Citation, EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, Timestamp,
 };
 
-pub use review::{
-    Check, ConsolidationCandidate, ConsolidationGroup, ConsolidationLink, OperatorLookup,
-    PurgeCandidate, PurgeClass, PurgeCriteria, PurgeOutcome, PurgeRefusal, StateCounts,
-    VectorExpectation, VectorStamp, VerifyPage, Violation,
+pub use operator::{
+    AutoSummary, Check, ConsolidationCandidate, ConsolidationGroup, ConsolidationLink,
+    ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, MissingSummaries, OperatorStore,
+    PurgeCandidate, PurgeClass, PurgeCriteria, PurgeOutcome, PurgeRefusal, ReviewStore,
+    StateCounts, StoredRecord, StoredVector, SummaryCandidate, SummaryStore, TransferStore,
+    VectorExpectation, VectorStamp, VerifyPage, Violation, purge_verdicts, record_digest,
 };
 pub use sqlite::SqliteStore;
-pub use summaries::{AutoSummary, MissingSummaries, SummaryCandidate};
-pub use transfer::{
-    ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, StoredRecord, StoredVector,
-};
 
 /// A storage failure. Never caused by caller input: the service validates before writing.
 #[derive(Debug, thiserror::Error)]
@@ -58,26 +53,45 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// - `owner_only`: own records alone (writes, list_scheduled).
 ///
 /// Records with no owner key (legacy) match none of these.
+///
+/// The operator (`spine` operator commands, run by whoever holds the data directory or the
+/// database URL) is one more kind of reader: [`Access::operator`] reads and changes every
+/// owner's records, legacy ones included, through the same trait methods.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Access {
     owner: String,
     include_shared: bool,
+    every_owner: bool,
 }
 
 impl Access {
     /// The read access of `caller`.
     pub fn read(caller: &Caller) -> Self {
-        Access { owner: caller.owner().to_owned(), include_shared: caller.is_authenticated() }
+        Access {
+            owner: caller.owner().to_owned(),
+            include_shared: caller.is_authenticated(),
+            every_owner: false,
+        }
     }
 
     /// Only the records `caller` owns.
     pub fn owned(caller: &Caller) -> Self {
-        Access { owner: caller.owner().to_owned(), include_shared: false }
+        Access { owner: caller.owner().to_owned(), include_shared: false, every_owner: false }
     }
 
-    /// The owner key this access matches.
+    /// The operator: every record of every owner, legacy records (no owner key) included.
+    pub fn operator() -> Self {
+        Access { owner: String::new(), include_shared: true, every_owner: true }
+    }
+
+    /// The owner key this access matches (empty for the operator).
     pub fn owner(&self) -> &str {
         &self.owner
+    }
+
+    /// Whether this is the operator's access (no owner predicate at all).
+    pub fn is_operator(&self) -> bool {
+        self.every_owner
     }
 }
 
@@ -249,9 +263,17 @@ pub trait Store: Send + Sync {
     /// Whether any record (readable or not) already uses this short id.
     fn short_id_taken(&self, short: &ShortId) -> Result<bool>;
 
+    /// Every record `access` can read that `id` names, at most `limit`, ordered by id: one
+    /// for a full id, possibly several for a short id (the operator lists them; a caller
+    /// treats several as none, see [`Store::resolve`]).
+    fn matching(&self, access: &Access, id: &IdRef, limit: usize) -> Result<Vec<Memory>>;
+
     /// Resolves an id among the records `access` can read. An ambiguous short id (several
-    /// readable matches) resolves to nothing, exactly like a missing one.
-    fn resolve(&self, access: &Access, id: &IdRef) -> Result<Option<Memory>>;
+    /// readable matches) resolves to nothing, exactly like a missing one (SPEC Errors 2).
+    fn resolve(&self, access: &Access, id: &IdRef) -> Result<Option<Memory>> {
+        let mut found = self.matching(access, id, 2)?;
+        Ok(if found.len() == 1 { found.pop() } else { None })
+    }
 
     /// Replaces a record's payload (same id), and its vector when given. Only when the
     /// stored owner still equals `access`'s owner; returns false when no row matched.

@@ -4,3 +4,4 @@
 
 mod index;
 mod migrations;
+mod operator;

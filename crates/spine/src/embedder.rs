@@ -18,6 +18,7 @@ use spine_embed::{
     BuiltinEmbedder, CachedEmbedder, DIMS, EmbedError, Embedder, MODEL_ID, OpenAiConfig,
     OpenAiEmbedder,
 };
+use spine_ops::Progress as _;
 use spine_store::{Embedding, SqliteStore, Store};
 
 use crate::ops::Progress;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use spine_core::{
     Caller, Category, EpochSeconds, Memory, RecordId, Scope, ShortId, Source, Timestamp,
 };
-use spine_store::{Access, Embedding, SqliteStore, Store};
+use spine_store::{Access, Embedding, SqliteStore, Store, TransferStore};
 use tempfile::TempDir;
 
 const BUILTIN: &str = "builtin:all-MiniLM-L6-v2";
@@ -761,7 +761,11 @@ async fn purge_previews_then_deletes_exactly_the_exported_unchanged_records() {
 
     // Exporting the predecessor and archiving it lets the head go with it.
     f.store
-        .operator_set_archived(&[f.its_predecessor.id], Some(EpochSeconds::from_secs(now_secs())))
+        .set_archived(
+            &Access::operator(),
+            &[f.its_predecessor.id],
+            Some(EpochSeconds::from_secs(now_secs())),
+        )
         .unwrap();
     let archived_pred = f.store.get_many(&[f.its_predecessor.id]).unwrap();
     f.store

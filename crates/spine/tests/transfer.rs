@@ -12,7 +12,7 @@ use spine_core::{
     Caller, Category, EpochSeconds, Memory, RecordId, SCHEMA_VERSION, Scope, ShortId, Source,
     Timestamp,
 };
-use spine_store::{Embedding, SqliteStore, Store};
+use spine_store::{Embedding, SqliteStore, Store, TransferStore};
 use tempfile::TempDir;
 
 const BUILTIN: &str = "builtin:all-MiniLM-L6-v2";

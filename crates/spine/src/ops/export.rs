@@ -33,7 +33,8 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use spine_core::{Clock, Memory, SCHEMA_VERSION, Scope, SystemClock};
-use spine_store::{SqliteStore, StoredRecord, StoredVector};
+use spine_ops::Progress as _;
+use spine_store::{SqliteStore, StoredRecord, StoredVector, TransferStore};
 
 use super::stop::Stop;
 use super::{OutputArgs, Progress, count};

@@ -20,7 +20,8 @@ use clap::Args;
 use serde::Serialize;
 use spine_core::Memory;
 use spine_embed::Embedder;
-use spine_store::{Embedding, ImportOutcome, ImportRecord, SqliteStore, Store};
+use spine_ops::Progress as _;
+use spine_store::{Embedding, ImportOutcome, ImportRecord, SqliteStore, Store, TransferStore};
 
 use super::export::{End, FORMAT, FORMAT_VERSION, Line, parse_line};
 use super::{OutputArgs, Progress, count};

@@ -81,8 +81,13 @@ pub fn count(n: u64, noun: &str) -> String {
 }
 
 /// Progress of a long command: a bar on a terminal, plain lines (at most one a second) on
-/// stderr otherwise. `label` names the work ("re-embedding", "exporting").
-pub enum Progress {
+/// stderr otherwise. The label names the work ("re-embedding", "exporting").
+#[derive(Default)]
+pub struct Progress {
+    shown: Option<Shown>,
+}
+
+enum Shown {
     /// On a terminal.
     Bar(ProgressBar),
     /// Anywhere else.
@@ -101,7 +106,16 @@ pub enum Progress {
 impl Progress {
     /// Starts showing progress over `total` items.
     pub fn new(label: &str, total: u64) -> Self {
-        if std::io::stderr().is_terminal() {
+        let mut p = Progress::default();
+        spine_ops::Progress::start(&mut p, label, total);
+        p
+    }
+}
+
+impl spine_ops::Progress for Progress {
+    fn start(&mut self, label: &str, total: u64) {
+        self.finish();
+        self.shown = Some(if std::io::stderr().is_terminal() {
             let bar = ProgressBar::new(total);
             if let Ok(style) = ProgressStyle::with_template(&format!(
                 "{label} {{wide_bar}} {{pos}}/{{len}} ({{rate}}, eta {{eta}})"
@@ -113,23 +127,22 @@ impl Progress {
                     },
                 ));
             }
-            Progress::Bar(bar)
+            Shown::Bar(bar)
         } else {
             eprintln!("{label}: {total} to do");
-            Progress::Lines { label: label.to_owned(), last: Instant::now(), total, done: 0 }
-        }
+            Shown::Lines { label: label.to_owned(), last: Instant::now(), total, done: 0 }
+        });
     }
 
-    /// Records `n` more items done.
-    pub fn advance(&mut self, n: u64) {
-        match self {
-            Progress::Bar(bar) => {
+    fn advance(&mut self, n: u64) {
+        match &mut self.shown {
+            Some(Shown::Bar(bar)) => {
                 bar.inc(n);
                 if bar.position() > bar.length().unwrap_or(0) {
                     bar.set_length(bar.position());
                 }
             }
-            Progress::Lines { label, last, total, done } => {
+            Some(Shown::Lines { label, last, total, done }) => {
                 *done += n;
                 *total = (*total).max(*done);
                 if last.elapsed() >= Duration::from_secs(1) {
@@ -137,14 +150,15 @@ impl Progress {
                     *last = Instant::now();
                 }
             }
+            None => {}
         }
     }
 
-    /// Stops showing progress.
-    pub fn finish(self) {
-        match self {
-            Progress::Bar(bar) => bar.finish_and_clear(),
-            Progress::Lines { label, done, total, .. } => eprintln!("{label}: {done}/{total}"),
+    fn finish(&mut self) {
+        match self.shown.take() {
+            Some(Shown::Bar(bar)) => bar.finish_and_clear(),
+            Some(Shown::Lines { label, done, total, .. }) => eprintln!("{label}: {done}/{total}"),
+            None => {}
         }
     }
 }

@@ -12,19 +12,15 @@
 //! delete transaction (one whose window was changed meanwhile stays, and is reported).
 //! "Now" is taken once, when the command starts.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
-use serde::Serialize;
-use spine_core::{Clock, EpochSeconds, SystemClock, Timestamp};
-use spine_store::{ExpiredRecord, SqliteStore};
+use spine_core::{Clock, SystemClock};
+use spine_ops::prune::{PruneReport, prune};
+use spine_store::SqliteStore;
 
 use super::{OutputArgs, Progress, count, parse_duration};
-
-/// Records listed (and deleted) per page.
-const PAGE: usize = 500;
 /// Records listed per scope in the human preview (`--json` lists all).
 const SHOWN_PER_SCOPE: usize = 20;
 
@@ -42,101 +38,11 @@ pub struct PruneArgs {
     pub out: OutputArgs,
 }
 
-/// One expired record.
-#[derive(Debug, Clone, Serialize)]
-pub struct Expired {
-    /// Record id.
-    pub id: String,
-    /// Its short id.
-    pub short_id: String,
-    /// Its scope.
-    pub scope: String,
-    /// When it expired (RFC 3339).
-    pub not_after: String,
-}
-
-impl From<&ExpiredRecord> for Expired {
-    fn from(r: &ExpiredRecord) -> Self {
-        Expired {
-            id: r.id.to_string(),
-            short_id: r.short_id.clone(),
-            scope: r.scope.clone(),
-            not_after: r.not_after.to_rfc3339(),
-        }
-    }
-}
-
-/// What `spine prune-expired` found, or did.
-#[derive(Debug, Clone, Serialize)]
-pub struct PruneReport {
-    /// Whether records were deleted (`--apply`).
-    pub applied: bool,
-    /// Records whose `not_after` is at or before this instant are expired (RFC 3339).
-    pub cutoff: String,
-    /// The grace period, in seconds.
-    pub older_than_secs: u64,
-    /// Records that would be deleted (preview) or were deleted (apply).
-    pub total: u64,
-    /// `total` by scope.
-    pub by_scope: BTreeMap<String, u64>,
-    /// Those records, in table order.
-    pub records: Vec<Expired>,
-    /// Apply only: records listed but not deleted, because their window changed or they
-    /// were deleted meanwhile.
-    pub changed_meanwhile: Vec<Expired>,
-}
-
 /// `spine prune-expired` on `store`.
 pub fn run(store: &SqliteStore, args: &PruneArgs) -> Result<()> {
-    let report = prune(store, args.apply, args.older_than, SystemClock.now())?;
+    let report =
+        prune(store, args.apply, args.older_than, SystemClock.now(), &mut Progress::default())?;
     args.out.print(&report, || print_human(&report))
-}
-
-/// The records expired at `now - older_than`, deleted when `apply`.
-pub fn prune(
-    store: &SqliteStore,
-    apply: bool,
-    older_than: Duration,
-    now: Timestamp,
-) -> Result<PruneReport> {
-    let grace = i64::try_from(older_than.as_micros()).context("--older-than is too long")?;
-    let cutoff: EpochSeconds =
-        Timestamp::from_micros(now.as_micros().saturating_sub(grace)).to_epoch_seconds();
-    let mut report = PruneReport {
-        applied: apply,
-        cutoff: cutoff.to_rfc3339(),
-        older_than_secs: older_than.as_secs(),
-        total: 0,
-        by_scope: BTreeMap::new(),
-        records: Vec::new(),
-        changed_meanwhile: Vec::new(),
-    };
-    let label = if apply { "pruning expired records" } else { "listing expired records" };
-    let mut progress = Progress::new(label, store.count_expired(cutoff)?);
-    let mut after = 0i64;
-    loop {
-        let page = store.expired_page(cutoff, after, PAGE)?;
-        let Some(last) = page.last() else { break };
-        after = last.rowid;
-        let done = if apply {
-            let ids: Vec<_> = page.iter().map(|r| r.id).collect();
-            store.delete_expired(&ids, cutoff)?
-        } else {
-            vec![true; page.len()]
-        };
-        for (r, done) in page.iter().zip(done) {
-            if done {
-                report.total += 1;
-                *report.by_scope.entry(r.scope.clone()).or_default() += 1;
-                report.records.push(r.into());
-            } else {
-                report.changed_meanwhile.push(r.into());
-            }
-        }
-        progress.advance(page.len() as u64);
-    }
-    progress.finish();
-    Ok(report)
 }
 
 fn print_human(r: &PruneReport) {

@@ -22,7 +22,7 @@ use anyhow::{Result, bail};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use spine_core::{Clock, IdRef, Memory, RecordId, Scope, SystemClock, Timestamp};
-use spine_store::{OperatorLookup, SqliteStore, StateCounts};
+use spine_store::{Access, ReviewStore, SqliteStore, StateCounts, Store};
 
 use crate::embedder::EmbedderArgs;
 use crate::ops::{OutputArgs, ScopeArgs, count};
@@ -82,6 +82,8 @@ pub struct ArchiveArgs {
 
 /// Most ids per archive / restore, as archive_memory (SPEC Limits).
 const MAX_IDS: usize = 1000;
+/// Records named in an `ambiguous` outcome, at most.
+const MAX_CANDIDATES: usize = 50;
 
 /// A `spine-review` command whose flags were checked (before the store is opened, so
 /// misuse changes nothing).
@@ -273,24 +275,24 @@ fn set_archived(store: &SqliteStore, a: ArchiveArgs, archive: bool) -> Result<()
             outcome: "not_found",
             candidates: Vec::new(),
         };
-        match store.operator_resolve(r)? {
-            OperatorLookup::Found(m) => {
+        match store.matching(&Access::operator(), r, MAX_CANDIDATES)?.as_slice() {
+            [] => {}
+            [m] => {
                 outcome.id = m.id.to_string();
                 outcome.short_id = m.short_id.to_string();
                 outcome.scope = m.scope.as_str().to_owned();
                 found.push((results.len(), m.id));
             }
-            OperatorLookup::NotFound => {}
-            OperatorLookup::Ambiguous(ids) => {
+            many => {
                 outcome.outcome = "ambiguous";
-                outcome.candidates = ids.iter().map(RecordId::to_string).collect();
+                outcome.candidates = many.iter().map(|m| m.id.to_string()).collect();
             }
         }
         results.push(outcome);
     }
     let ids: Vec<RecordId> = found.iter().map(|(_, id)| *id).collect();
     let at = archive.then(|| now().to_epoch_seconds());
-    let flips = store.operator_set_archived(&ids, at)?;
+    let flips = store.set_archived(&Access::operator(), &ids, at)?;
     let (changed, unchanged) =
         if archive { ("archived", "already_archived") } else { ("restored", "not_archived") };
     for ((row, _), flipped) in found.into_iter().zip(flips) {

@@ -23,7 +23,8 @@ use anyhow::{Result, bail};
 use clap::Args;
 use serde::Serialize;
 use spine_core::{Clock, RecordId, SystemClock, Timestamp};
-use spine_store::{AutoSummary, MissingSummaries, SqliteStore};
+use spine_ops::Progress as _;
+use spine_store::{AutoSummary, MissingSummaries, SqliteStore, SummaryStore};
 
 pub use crate::ops::stop::Stop;
 use crate::ops::stop::Stopped;

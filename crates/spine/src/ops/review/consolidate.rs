@@ -15,7 +15,8 @@ use clap::Args;
 use serde::Serialize;
 use simsimd::SpatialSimilarity;
 use spine_core::Scope;
-use spine_store::{ConsolidationCandidate, ConsolidationLink, SqliteStore};
+use spine_ops::Progress as _;
+use spine_store::{ConsolidationCandidate, ConsolidationLink, ReviewStore, SqliteStore};
 
 use super::{RecordView, scope_label};
 use crate::ops::{OutputArgs, Progress, ScopeArgs, count};

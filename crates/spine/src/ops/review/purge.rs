@@ -17,8 +17,9 @@ use anyhow::{Result, anyhow, bail};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use spine_core::{Category, Timestamp};
+use spine_ops::Progress as _;
 use spine_store::{
-    PurgeCandidate, PurgeClass, PurgeCriteria, PurgeOutcome, PurgeRefusal, SqliteStore,
+    PurgeCandidate, PurgeClass, PurgeCriteria, PurgeOutcome, PurgeRefusal, ReviewStore, SqliteStore,
 };
 
 use crate::ops::{OutputArgs, Progress, ScopeArgs, count, parse_duration};
@@ -190,12 +191,12 @@ fn hint(c: &PurgeCandidate) -> String {
 
 pub fn run(store: &SqliteStore, plan: Plan) -> Result<()> {
     let mut progress: Option<Progress> = None;
-    let candidates = store.purge_plan(&plan.criteria, plan.now, |done, total| {
+    let candidates = store.purge_plan(&plan.criteria, plan.now, &mut |done, total| {
         progress
             .get_or_insert_with(|| Progress::new("checking the export gate", total))
             .advance(done)
     })?;
-    if let Some(p) = progress {
+    if let Some(mut p) = progress {
         p.finish();
     }
     let selected = candidates.len();

@@ -1,30 +1,15 @@
 //! `spine-review verify`: the store's invariants, every violation listed.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Result;
-use serde::Serialize;
 use spine_core::Scope;
-use spine_store::{SqliteStore, VectorExpectation, VectorStamp, Violation};
+use spine_ops::review::verify::verify;
+use spine_store::SqliteStore;
 
 use super::scope_label;
 use crate::embedder::{self, EmbedderArgs, EmbedderKind};
 use crate::ops::{OutputArgs, Progress, count};
-
-/// Records checked per read transaction.
-const PAGE: usize = 500;
-
-#[derive(Serialize)]
-struct VerifyReport {
-    scope: Option<String>,
-    checked: u64,
-    embedder: VectorExpectation,
-    stamps: Vec<VectorStamp>,
-    ok: bool,
-    counts: BTreeMap<&'static str, u64>,
-    violations: Vec<Violation>,
-}
 
 /// The configured embedder's identity and, when it knows it, its vector length: what
 /// `spine serve` would use with the same flags. The built-in model's identity is fixed, so
@@ -47,33 +32,7 @@ pub fn run(
     output: OutputArgs,
 ) -> Result<bool> {
     let (model, dims) = configured(model_dir, args)?;
-    let stamps = store.vector_stamps(scope)?;
-    let expect = VectorExpectation::choose(Some((&model, dims)), &stamps);
-    let mut progress = Progress::new("verifying", store.records_in(scope)?);
-    let (mut checked, mut after, mut violations) = (0u64, 0i64, Vec::new());
-    loop {
-        let page = store.verify_page(scope, after, PAGE, &expect)?;
-        let Some(last) = page.last_rowid else { break };
-        checked += page.checked;
-        progress.advance(page.checked);
-        violations.extend(page.violations);
-        after = last;
-    }
-    progress.finish();
-    violations.extend(store.duplicate_short_ids(scope)?);
-    let mut counts = BTreeMap::new();
-    for v in &violations {
-        *counts.entry(v.check.as_str()).or_insert(0) += 1;
-    }
-    let report = VerifyReport {
-        scope: scope.map(|s| s.as_str().to_owned()),
-        checked,
-        embedder: expect,
-        stamps,
-        ok: violations.is_empty(),
-        counts,
-        violations,
-    };
+    let report = verify(store, scope, (&model, dims), &mut Progress::default())?;
     output.print(&report, || {
         let dims =
             report.embedder.dims.map_or("length unknown".to_owned(), |d| format!("{d} dims"));

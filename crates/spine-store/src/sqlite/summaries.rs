@@ -14,43 +14,10 @@
 
 use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter};
-use spine_core::{RecordId, SCHEMA_VERSION, Scope, Timestamp};
+use spine_core::{RecordId, SCHEMA_VERSION, Timestamp};
 
-use crate::sqlite::{STAMP_VERSION, SqliteStore, Where};
-use crate::{Result, StoreError};
-
-/// Which records lack a summary: in one scope or all, created at or before an instant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MissingSummaries {
-    /// One scope, or `None` for every scope.
-    pub scope: Option<Scope>,
-    /// Only records created at or before this instant (`--older-than`, and the start of the
-    /// run, so records written while it runs are left to the next run).
-    pub created_at_or_before: Timestamp,
-}
-
-/// A record to summarize, as read: its content is what the conditional write checks.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SummaryCandidate {
-    /// Record id.
-    pub id: RecordId,
-    /// Creation time (the sweep's order, with the id).
-    pub created_at: Timestamp,
-    /// The content to summarize.
-    pub content: String,
-}
-
-/// A generated summary to store with summary_source=auto.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AutoSummary<'a> {
-    /// The summary text (non-empty; the caller bounds its length).
-    pub summary: &'a str,
-    /// The summarizer's model name (summary_model).
-    pub model: &'a str,
-    /// When the content was sent to an outside summarizer (summary_egress_at); `None` when
-    /// it never left the process.
-    pub egress_at: Option<Timestamp>,
-}
+use super::{STAMP_VERSION, SqliteStore, Where};
+use crate::{AutoSummary, MissingSummaries, Result, StoreError, SummaryCandidate, SummaryStore};
 
 /// SQL: the record has no summary, and none written by a client (SPEC: never touched).
 const NO_SUMMARY: &str = "coalesce(json_extract(m.body, '$.summary'), '') = '' \
@@ -68,10 +35,10 @@ impl MissingSummaries {
     }
 }
 
-impl SqliteStore {
+impl SummaryStore for SqliteStore {
     /// How many records of every owner match `which` (the dry run's answer and the
     /// progress total).
-    pub fn count_missing_summaries(&self, which: &MissingSummaries) -> Result<u64> {
+    fn count_missing_summaries(&self, which: &MissingSummaries) -> Result<u64> {
         let w = which.to_where();
         let conn = self.lock();
         let n: i64 = conn.query_row(
@@ -85,7 +52,7 @@ impl SqliteStore {
     /// Up to `limit` records matching `which`, oldest first (created_at, then id), strictly
     /// after `after` in that order. Passing the last candidate of one page as `after` walks
     /// the matching records once, skipping those a previous page left without a summary.
-    pub fn missing_summaries(
+    fn missing_summaries(
         &self,
         which: &MissingSummaries,
         after: Option<(Timestamp, RecordId)>,
@@ -130,7 +97,7 @@ impl SqliteStore {
     /// version, only if the record still has no summary and its content is still
     /// `summarized_content`. False when it does not match (edited, summarized by someone
     /// else, or deleted meanwhile): nothing was written.
-    pub fn set_auto_summary(
+    fn set_auto_summary(
         &self,
         id: &RecordId,
         summarized_content: &str,
@@ -179,6 +146,7 @@ mod tests {
 
     use super::*;
     use crate::{Access, Embedding, Store};
+    use spine_core::Scope;
 
     fn record(store: &SqliteStore, scope: &str, content: &str, created_at: i64) -> Memory {
         let mut m = Memory::new(

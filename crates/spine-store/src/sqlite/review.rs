@@ -12,223 +12,24 @@ use std::collections::{HashMap, HashSet};
 
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params, params_from_iter};
-use serde::Serialize;
 use spine_core::{
-    Category, EpochSeconds, IdRef, Memory, RecordId, SCHEMA_VERSION, Scope, State, StateMarkers,
-    Timestamp,
+    Category, EpochSeconds, Memory, RecordId, SCHEMA_VERSION, Scope, StateMarkers, Timestamp,
 };
 
-use crate::sqlite::{STAMP_VERSION, Where, blob_to_vec, decode};
-use crate::{Filter, Result, ScopeFilter, SqliteStore, StoreError};
-
-/// Records of one scope by state (SPEC "States and transitions").
-///
-/// The state buckets count markers independently, as the SPEC treats them ("each is cleared
-/// independently"): a record both archived and expired is counted under `archived` and under
-/// `expired`, exactly as `purge --class archived` and `--class expired` would each select it.
-/// So the buckets may sum to more than `records`; `active + hidden == records` always.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct StateCounts {
-    /// The scope (empty on a total).
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub scope: String,
-    /// Every record.
-    pub records: u64,
-    /// Recall-visible records (no state).
-    pub active: u64,
-    /// Records hidden from recall (at least one state).
-    pub hidden: u64,
-    /// `archived_at` present.
-    pub archived: u64,
-    /// `superseded_by` present.
-    pub superseded: u64,
-    /// now at or past `not_after`.
-    pub expired: u64,
-    /// now before `not_before`, not expired.
-    pub scheduled: u64,
-}
-
-impl StateCounts {
-    /// Adds `other`'s counts to these.
-    pub fn add(&mut self, other: &StateCounts) {
-        self.records += other.records;
-        self.active += other.active;
-        self.hidden += other.hidden;
-        self.archived += other.archived;
-        self.superseded += other.superseded;
-        self.expired += other.expired;
-        self.scheduled += other.scheduled;
-    }
-}
+use super::{STAMP_VERSION, SqliteStore, Where, blob_to_vec, decode};
+use crate::operator::dedup;
+use crate::{
+    Check, ConsolidationCandidate, ConsolidationGroup, ConsolidationLink, Filter, PurgeCandidate,
+    PurgeClass, PurgeCriteria, PurgeOutcome, PurgeRefusal, Result, ReviewStore, ScopeFilter,
+    StateCounts, StoreError, TransferStore, VectorExpectation, VectorStamp, VerifyPage, Violation,
+    purge_verdicts, record_digest,
+};
 
 /// The SQL of the expired state at `?` (epoch seconds); mirrors `StateMarkers::derive`.
 const EXPIRED: &str = "(m.not_after IS NOT NULL AND m.not_after <= ?)";
 
-/// Which invariant a record breaks (`spine-review verify`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Check {
-    /// The stored payload does not decode as a record.
-    PayloadCorrupt,
-    /// The indexed columns disagree with the payload (search and filters read the columns).
-    ColumnsMismatch,
-    /// Another record has the same short_id, so the handle resolves to neither.
-    DuplicateShortId,
-    /// The record has no vector: search can never find it.
-    MissingVector,
-    /// The vector's bytes are not a vector of its stated length, or hold non-finite values
-    /// or only zeros.
-    VectorCorrupt,
-    /// The vector's length is not the embedder's.
-    VectorDimension,
-    /// The vector was made by another embedder than the configured one (or, when that is
-    /// unknown, than most of the store's).
-    EmbedderStamp,
-    /// `superseded_by` names a record that does not exist: the record is hidden, and its
-    /// chain has no live head.
-    DanglingSuccessor,
-    /// `superseded_by` names a record whose `supersedes` does not list this one.
-    BacklinkMissing,
-    /// `supersedes` lists a record that is not superseded: a second live head.
-    PredecessorNotSuperseded,
-    /// `supersedes` lists a record that names another successor.
-    PredecessorOtherSuccessor,
-    /// Following `superseded_by` never reaches a live head.
-    ChainCycle,
-    /// A rule is superseded (SPEC: rules are immutable).
-    RuleSuperseded,
-}
-
-impl Check {
-    /// The stable name (JSON and human output).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Check::PayloadCorrupt => "payload_corrupt",
-            Check::ColumnsMismatch => "columns_mismatch",
-            Check::DuplicateShortId => "duplicate_short_id",
-            Check::MissingVector => "missing_vector",
-            Check::VectorCorrupt => "vector_corrupt",
-            Check::VectorDimension => "vector_dimension",
-            Check::EmbedderStamp => "embedder_stamp",
-            Check::DanglingSuccessor => "dangling_successor",
-            Check::BacklinkMissing => "backlink_missing",
-            Check::PredecessorNotSuperseded => "predecessor_not_superseded",
-            Check::PredecessorOtherSuccessor => "predecessor_other_successor",
-            Check::ChainCycle => "chain_cycle",
-            Check::RuleSuperseded => "rule_superseded",
-        }
-    }
-}
-
-/// One broken invariant on one record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Violation {
-    /// The record's id as stored (it may itself be malformed).
-    pub id: String,
-    /// Its short_id column.
-    pub short_id: String,
-    /// Its scope column.
-    pub scope: String,
-    /// What is wrong.
-    pub check: Check,
-    /// The particulars.
-    pub detail: String,
-}
-
-/// The vectors stored with one embedder stamp and length.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct VectorStamp {
-    /// The embedder identity stamped on the vectors.
-    pub model: String,
-    /// Their length (from the bytes, not the `dims` column).
-    pub dims: usize,
-    /// How many.
-    pub vectors: u64,
-}
-
-/// What `verify` expects every vector to be.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct VectorExpectation {
-    /// The stamp every vector must carry; `None` when the store has no vectors to judge.
-    pub model: Option<String>,
-    /// Their length, when known.
-    pub dims: Option<usize>,
-    /// True when `model` is the configured embedder's, false when it was taken from the
-    /// store (the configured embedder could not be built).
-    pub configured: bool,
-}
-
-impl VectorExpectation {
-    /// The expectation given the configured embedder (`model`, and its length when it
-    /// knows it) or, without one, the store's most common stamp; a length the embedder
-    /// does not know is the most common length among that embedder's vectors.
-    pub fn choose(configured: Option<(&str, Option<usize>)>, stamps: &[VectorStamp]) -> Self {
-        let most = |pick: &dyn Fn(&VectorStamp) -> bool| -> Option<&VectorStamp> {
-            stamps.iter().filter(|s| pick(s)).max_by_key(|s| (s.vectors, std::cmp::Reverse(s.dims)))
-        };
-        match configured {
-            Some((model, dims)) => VectorExpectation {
-                model: Some(model.to_owned()),
-                dims: dims.or_else(|| most(&|s| s.model == model).map(|s| s.dims)),
-                configured: true,
-            },
-            None => {
-                let mut by_model: HashMap<&str, u64> = HashMap::new();
-                for s in stamps {
-                    *by_model.entry(&s.model).or_default() += s.vectors;
-                }
-                let model = by_model
-                    .into_iter()
-                    .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
-                    .map(|(m, _)| m.to_owned());
-                let dims = model.as_deref().and_then(|m| most(&|s| s.model == m).map(|s| s.dims));
-                VectorExpectation { model, dims, configured: false }
-            }
-        }
-    }
-}
-
-/// One page of `verify`.
-#[derive(Debug, Clone, Default)]
-pub struct VerifyPage {
-    /// Records checked.
-    pub checked: u64,
-    /// The last rowid checked; pass it back for the next page. `None` when the page was
-    /// empty (done).
-    pub last_rowid: Option<i64>,
-    /// What was found.
-    pub violations: Vec<Violation>,
-}
-
 /// Longest supersession chain followed before a chain is called a cycle.
 const MAX_CHAIN: usize = 100_000;
-
-/// A group of records consolidate compares with one another: one scope, owner, visibility
-/// and embedder.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ConsolidationGroup {
-    /// The scope.
-    pub scope: String,
-    /// The owner.
-    pub owner: String,
-    /// `shared` or empty (private).
-    pub visibility: String,
-    /// The embedder stamp of the vectors.
-    pub model: String,
-    /// Records in the group.
-    pub records: u64,
-}
-
-/// A record consolidate may propose to supersede or to keep.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConsolidationCandidate {
-    /// The record.
-    pub record: Memory,
-    /// Its stored vector.
-    pub vector: Vec<f32>,
-    /// [`SqliteStore::record_digest`] as read: applying re-checks it.
-    pub digest: String,
-}
 
 /// Which records consolidate considers: readable by someone (an owner key), recall-visible
 /// whatever the time (no state marker and no validity window: a scheduled memory is
@@ -236,111 +37,6 @@ pub struct ConsolidationCandidate {
 const CONSOLIDATION_ELIGIBLE: &str = "m.owner IS NOT NULL AND m.archived_at IS NULL
     AND m.superseded_by IS NULL AND m.not_before IS NULL AND m.not_after IS NULL
     AND m.category <> 'rule'";
-
-/// One supersession consolidate applies: `successor` gets `target` in its `supersedes`,
-/// `target` gets `superseded_by = successor`. The digests are the records as the plan read
-/// them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConsolidationLink {
-    /// The record superseded (the older).
-    pub target: RecordId,
-    /// Its digest when planned.
-    pub target_digest: String,
-    /// The record that supersedes it (the newer).
-    pub successor: RecordId,
-    /// Its digest when planned.
-    pub successor_digest: String,
-}
-
-/// A structural purge class (SPEC "Operator commands": `--class`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PurgeClass {
-    /// `archived_at` present.
-    Archived,
-    /// `superseded_by` present.
-    Superseded,
-    /// now at or past `not_after`.
-    Expired,
-}
-
-/// Which records a purge selects. With classes, a record in any of them; the other fields
-/// narrow the selection further.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PurgeCriteria {
-    /// Structural classes (any of them); empty = the free-form path, any state.
-    pub classes: Vec<PurgeClass>,
-    /// One scope, or every scope.
-    pub scope: Option<Scope>,
-    /// One category.
-    pub category: Option<Category>,
-    /// Records carrying all of these tags.
-    pub tags_all: Vec<String>,
-    /// Records created before this instant.
-    pub created_before: Option<Timestamp>,
-}
-
-/// Why a selected record is not deleted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "reason", rename_all = "snake_case")]
-pub enum PurgeRefusal {
-    /// `spine export` never wrote it out.
-    NotExported,
-    /// Changed since `spine export` wrote it out (to the candidate's `exported_to`).
-    ChangedSinceExport,
-    /// It supersedes records that stay: deleting it would leave them hidden behind a
-    /// successor that no longer exists (a chain without a live head).
-    SupersedesRecordsThatStay {
-        /// Those records.
-        predecessors: Vec<RecordId>,
-    },
-}
-
-/// A record a purge selected, with the verdict.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PurgeCandidate {
-    /// Record id.
-    pub id: RecordId,
-    /// Short id.
-    pub short_id: String,
-    /// Scope.
-    pub scope: String,
-    /// Category.
-    pub category: String,
-    /// Creation time.
-    pub created_at: Timestamp,
-    /// States at the purge's `now`.
-    pub states: Vec<State>,
-    /// The export file it was last written to, if any.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub exported_to: Option<String>,
-    /// `None` when eligible for deletion.
-    #[serde(skip_serializing_if = "Option::is_none", flatten)]
-    pub refused: Option<PurgeRefusal>,
-}
-
-/// What happened to one listed record when a purge was applied.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PurgeOutcome {
-    /// Record id.
-    pub id: RecordId,
-    /// Deleted for good.
-    pub deleted: bool,
-    /// Why not, when not.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub skipped: Option<String>,
-}
-
-/// An id as the operator looked it up, among every owner's records.
-#[derive(Debug, Clone, PartialEq)]
-pub enum OperatorLookup {
-    /// Exactly one record.
-    Found(Box<Memory>),
-    /// None.
-    NotFound,
-    /// A short id several records share (the operator sees every record, so they are named).
-    Ambiguous(Vec<RecordId>),
-}
 
 fn bad_id(id: &str) -> StoreError {
     StoreError::Corrupt(format!("bad id {id}"))
@@ -366,37 +62,6 @@ fn predecessors_by_successor(conn: &Connection) -> Result<HashMap<RecordId, Vec<
     Ok(out)
 }
 
-/// Removes from `deletable` every record that supersedes a record staying, until none
-/// does (keeping one can keep its successor); returns those held back with the records
-/// that stay. SPEC "Supersession rules": a purge never leaves a chain without a live head.
-fn hold_back_successors(
-    deletable: &mut HashSet<RecordId>,
-    predecessors: &HashMap<RecordId, Vec<RecordId>>,
-) -> HashMap<RecordId, Vec<RecordId>> {
-    let mut held = HashMap::new();
-    loop {
-        let blocked: Vec<(RecordId, Vec<RecordId>)> = deletable
-            .iter()
-            .filter_map(|id| {
-                let staying: Vec<RecordId> = predecessors
-                    .get(id)?
-                    .iter()
-                    .filter(|p| !deletable.contains(p))
-                    .copied()
-                    .collect();
-                (!staying.is_empty()).then_some((*id, staying))
-            })
-            .collect();
-        if blocked.is_empty() {
-            return held;
-        }
-        for (id, staying) in blocked {
-            deletable.remove(&id);
-            held.insert(id, staying);
-        }
-    }
-}
-
 /// The gate of `gate.rs` on an open connection (the delete transaction holds the store's
 /// lock, so it cannot call [`SqliteStore::exported_unchanged`]): whether the record was
 /// exported as it is now, and the file it went to.
@@ -409,9 +74,7 @@ fn export_gate_in(conn: &Connection, id: &RecordId) -> Result<(bool, Option<Stri
         .query_row([id.to_string()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .optional()?;
     match row {
-        Some((body, digest, file)) => {
-            Ok((SqliteStore::record_digest(&decode(&body)?)? == digest, Some(file)))
-        }
+        Some((body, digest, file)) => Ok((record_digest(&decode(&body)?)? == digest, Some(file))),
         None => Ok((false, None)),
     }
 }
@@ -480,45 +143,9 @@ fn purge_select(
     Ok(out)
 }
 
-fn dedup<T: PartialEq + Copy>(items: &[T]) -> Vec<T> {
-    let mut out: Vec<T> = Vec::new();
-    for i in items {
-        if !out.contains(i) {
-            out.push(*i);
-        }
-    }
-    out
-}
-
-/// Applies the gate verdicts (`passed[i]` for `candidates[i]`) and the chain rule.
-fn judge(
-    candidates: &mut [PurgeCandidate],
-    passed: &[bool],
-    predecessors: &HashMap<RecordId, Vec<RecordId>>,
-) {
-    let mut deletable = HashSet::new();
-    for (c, ok) in candidates.iter_mut().zip(passed) {
-        c.refused = match (ok, &c.exported_to) {
-            (true, _) => {
-                deletable.insert(c.id);
-                None
-            }
-            (false, None) => Some(PurgeRefusal::NotExported),
-            (false, Some(_)) => Some(PurgeRefusal::ChangedSinceExport),
-        };
-    }
-    let held = hold_back_successors(&mut deletable, predecessors);
-    for c in candidates.iter_mut() {
-        if let Some(staying) = held.get(&c.id) {
-            c.refused =
-                Some(PurgeRefusal::SupersedesRecordsThatStay { predecessors: staying.clone() });
-        }
-    }
-}
-
-impl SqliteStore {
+impl ReviewStore for SqliteStore {
     /// Records per scope by state at `now`, in scope order; only `scope` when given.
-    pub fn state_counts(&self, scope: Option<&Scope>, now: Timestamp) -> Result<Vec<StateCounts>> {
+    fn state_counts(&self, scope: Option<&Scope>, now: Timestamp) -> Result<Vec<StateCounts>> {
         // Mirrors `StateMarkers::derive`: half-open window, expired suppressing scheduled.
         let not_expired = "(m.not_after IS NULL OR m.not_after > :now)";
         let scheduled =
@@ -557,22 +184,8 @@ impl SqliteStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// How many records `scope` (or the whole store) holds.
-    pub fn records_in(&self, scope: Option<&Scope>) -> Result<u64> {
-        let conn = self.lock();
-        let n: i64 = match scope {
-            Some(s) => conn.query_row(
-                "SELECT COUNT(*) FROM memories WHERE scope = ?1",
-                [s.as_str()],
-                |r| r.get(0),
-            )?,
-            None => conn.query_row("SELECT COUNT(*) FROM memories", [], |r| r.get(0))?,
-        };
-        Ok(n as u64)
-    }
-
     /// The vectors of the records in `scope` (or the whole store) by stamp and length.
-    pub fn vector_stamps(&self, scope: Option<&Scope>) -> Result<Vec<VectorStamp>> {
+    fn vector_stamps(&self, scope: Option<&Scope>) -> Result<Vec<VectorStamp>> {
         let conn = self.lock();
         let mut stmt = conn.prepare(
             "SELECT v.model, length(v.vec) / 4, COUNT(*) FROM vectors v
@@ -596,7 +209,7 @@ impl SqliteStore {
     /// Short_id uniqueness is checked by [`SqliteStore::duplicate_short_ids`]. A
     /// `supersedes` entry naming a record that no longer exists is not a violation: deleting
     /// or purging a chain's old records is allowed and leaves the head valid.
-    pub fn verify_page(
+    fn verify_page(
         &self,
         scope: Option<&Scope>,
         after_rowid: i64,
@@ -665,7 +278,7 @@ impl SqliteStore {
     }
 
     /// Records of `scope` (or every scope) whose short_id another record (anywhere) shares.
-    pub fn duplicate_short_ids(&self, scope: Option<&Scope>) -> Result<Vec<Violation>> {
+    fn duplicate_short_ids(&self, scope: Option<&Scope>) -> Result<Vec<Violation>> {
         let conn = self.lock();
         let mut stmt = conn.prepare(
             "SELECT m.id, m.short_id, m.scope, d.n FROM memories m
@@ -688,7 +301,7 @@ impl SqliteStore {
 
     /// The groups consolidate compares, with their sizes: recall-visible, unwindowed,
     /// non-rule records with a vector, by scope, owner, visibility and embedder stamp.
-    pub fn consolidation_groups(&self, scope: Option<&Scope>) -> Result<Vec<ConsolidationGroup>> {
+    fn consolidation_groups(&self, scope: Option<&Scope>) -> Result<Vec<ConsolidationGroup>> {
         let conn = self.lock();
         let mut stmt = conn.prepare(&format!(
             "SELECT m.scope, m.owner, m.visibility, v.model, COUNT(*)
@@ -710,7 +323,7 @@ impl SqliteStore {
 
     /// The records of group `g`, oldest first (created_at, then id). Records whose payload
     /// does not decode are left out (verify reports them).
-    pub fn consolidation_candidates(
+    fn consolidation_candidates(
         &self,
         g: &ConsolidationGroup,
     ) -> Result<Vec<ConsolidationCandidate>> {
@@ -726,7 +339,7 @@ impl SqliteStore {
         while let Some(r) = rows.next()? {
             let body: String = r.get(0)?;
             let Ok(record) = decode(&body) else { continue };
-            let digest = Self::record_digest(&record)?;
+            let digest = record_digest(&record)?;
             out.push(ConsolidationCandidate {
                 record,
                 vector: blob_to_vec(&r.get::<_, Vec<u8>>(1)?),
@@ -743,7 +356,7 @@ impl SqliteStore {
     /// either record is gone, changed since it was planned (digest), or is a rule, or when
     /// its target already got a successor earlier in `links`. Entry i is `None` when link i
     /// was applied.
-    pub fn apply_consolidation(&self, links: &[ConsolidationLink]) -> Result<Vec<Option<String>>> {
+    fn apply_consolidation(&self, links: &[ConsolidationLink]) -> Result<Vec<Option<String>>> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         // Each involved record, as it is now: Err(reason) when it may not be touched.
@@ -765,7 +378,7 @@ impl SqliteStore {
                         Some(Ok(m)) if m.category == Category::Rule => {
                             Err(format!("{id} is a rule (rules are immutable)"))
                         }
-                        Some(Ok(m)) if &Self::record_digest(&m)? != digest => {
+                        Some(Ok(m)) if &record_digest(&m)? != digest => {
                             Err(format!("{id} changed since it was compared"))
                         }
                         Some(Ok(m)) => Ok(m),
@@ -828,11 +441,11 @@ impl SqliteStore {
     /// ([`SqliteStore::exported_unchanged`]) and deleting it leaves no chain without a
     /// live head. `gate_progress(n, total)` is called after each `n` of the `total` selected
     /// records are gate-checked.
-    pub fn purge_plan(
+    fn purge_plan(
         &self,
         c: &PurgeCriteria,
         now: Timestamp,
-        mut gate_progress: impl FnMut(u64, u64),
+        gate_progress: &mut dyn FnMut(u64, u64),
     ) -> Result<Vec<PurgeCandidate>> {
         let (mut candidates, predecessors) = {
             let mut conn = self.lock();
@@ -845,7 +458,7 @@ impl SqliteStore {
             passed.extend(self.exported_unchanged(chunk)?);
             gate_progress(chunk.len() as u64, ids.len() as u64);
         }
-        judge(&mut candidates, &passed, &predecessors);
+        purge_verdicts(&mut candidates, &passed, &predecessors);
         Ok(candidates)
     }
 
@@ -854,7 +467,7 @@ impl SqliteStore {
     /// delete transaction (selection by `c` at `now`, the gate, the chain rule). Deleting a
     /// record deletes its tags and vector with it (foreign keys). One outcome per listed
     /// record, in order.
-    pub fn purge_apply(
+    fn purge_apply(
         &self,
         listed: &[RecordId],
         c: &PurgeCriteria,
@@ -875,7 +488,7 @@ impl SqliteStore {
         }
         // Only the listed records may be deleted: a record that became eligible since the
         // plan counts as staying, so it also holds back its successors.
-        judge(&mut candidates, &passed, &predecessors_by_successor(&tx)?);
+        purge_verdicts(&mut candidates, &passed, &predecessors_by_successor(&tx)?);
         let verdicts: HashMap<RecordId, Option<PurgeRefusal>> =
             candidates.into_iter().map(|c| (c.id, c.refused)).collect();
         let mut out = Vec::with_capacity(listed.len());
@@ -909,69 +522,6 @@ impl SqliteStore {
                     }
                 };
                 out.push(PurgeOutcome { id: *id, deleted: skipped.is_none(), skipped });
-            }
-        }
-        tx.commit()?;
-        Ok(out)
-    }
-
-    /// Looks `id` up among every owner's records (an operator acts on any record).
-    pub fn operator_resolve(&self, id: &IdRef) -> Result<OperatorLookup> {
-        let conn = self.lock();
-        let (sql, key) = match id {
-            IdRef::Id(id) => {
-                ("SELECT id, body FROM memories WHERE id = ?1 LIMIT 50", id.to_string())
-            }
-            IdRef::Short(s) => (
-                "SELECT id, body FROM memories WHERE short_id = ?1 ORDER BY id LIMIT 50",
-                s.as_str().to_owned(),
-            ),
-        };
-        let mut stmt = conn.prepare_cached(sql)?;
-        let rows: Vec<(String, String)> =
-            stmt.query_map([key], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
-        match rows.as_slice() {
-            [] => Ok(OperatorLookup::NotFound),
-            [(_, body)] => Ok(OperatorLookup::Found(Box::new(decode(body)?))),
-            many => Ok(OperatorLookup::Ambiguous(
-                many.iter().map(|(id, _)| parse_id(id)).collect::<Result<_>>()?,
-            )),
-        }
-    }
-
-    /// Archives (`at` = Some) or restores (`at` = None) each record, whoever owns it, in one
-    /// transaction: the same change as archive_memory / restore_memory. Entry i is true when
-    /// record i changed; false when it was already in the wanted state or is gone.
-    pub fn operator_set_archived(
-        &self,
-        ids: &[RecordId],
-        at: Option<EpochSeconds>,
-    ) -> Result<Vec<bool>> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let mut out = Vec::with_capacity(ids.len());
-        {
-            let mut archive = tx.prepare_cached(&format!(
-                "UPDATE memories SET archived_at = ?1,
-                    body = json_set(body, '$.archived_at', ?2, {STAMP_VERSION})
-                 WHERE id = ?4 AND archived_at IS NULL"
-            ))?;
-            let mut restore = tx.prepare_cached(&format!(
-                "UPDATE memories SET archived_at = NULL,
-                    body = json_set(json_remove(body, '$.archived_at'), {STAMP_VERSION})
-                 WHERE id = ?2 AND archived_at IS NOT NULL"
-            ))?;
-            for id in ids {
-                let n = match at {
-                    Some(t) => archive.execute(params![
-                        t.as_secs(),
-                        t.to_rfc3339(),
-                        SCHEMA_VERSION,
-                        id.to_string()
-                    ])?,
-                    None => restore.execute(params![SCHEMA_VERSION, id.to_string()])?,
-                };
-                out.push(n > 0);
             }
         }
         tx.commit()?;
@@ -1131,7 +681,7 @@ fn check_links(conn: &Connection, m: &Memory, found: &mut impl FnMut(Check, Stri
 
 #[cfg(test)]
 mod tests {
-    use spine_core::{Caller, ShortId, Source};
+    use spine_core::{Caller, ShortId, Source, State};
 
     use super::*;
     use crate::{Access, Embedding, Gate, Store};
@@ -1225,60 +775,6 @@ mod tests {
     }
 
     #[test]
-    fn expectation_prefers_the_configured_embedder_else_the_majority() {
-        let stamps = [
-            VectorStamp { model: "a".into(), dims: 3, vectors: 5 },
-            VectorStamp { model: "a".into(), dims: 4, vectors: 1 },
-            VectorStamp { model: "b".into(), dims: 8, vectors: 2 },
-        ];
-        let e = VectorExpectation::choose(Some(("b", Some(9))), &stamps);
-        assert_eq!((e.model.as_deref(), e.dims, e.configured), (Some("b"), Some(9), true));
-        let e = VectorExpectation::choose(Some(("b", None)), &stamps);
-        assert_eq!(e.dims, Some(8));
-        let e = VectorExpectation::choose(Some(("c", None)), &stamps);
-        assert_eq!((e.model.as_deref(), e.dims), (Some("c"), None));
-        let e = VectorExpectation::choose(None, &stamps);
-        assert_eq!((e.model.as_deref(), e.dims, e.configured), (Some("a"), Some(3), false));
-        assert_eq!(VectorExpectation::choose(None, &[]).model, None);
-    }
-
-    #[test]
-    fn check_names_are_their_json_names() {
-        let all = [
-            Check::PayloadCorrupt,
-            Check::ColumnsMismatch,
-            Check::DuplicateShortId,
-            Check::MissingVector,
-            Check::VectorCorrupt,
-            Check::VectorDimension,
-            Check::EmbedderStamp,
-            Check::DanglingSuccessor,
-            Check::BacklinkMissing,
-            Check::PredecessorNotSuperseded,
-            Check::PredecessorOtherSuccessor,
-            Check::ChainCycle,
-            Check::RuleSuperseded,
-        ];
-        for c in all {
-            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
-        }
-    }
-
-    #[test]
-    fn a_successor_is_held_back_while_its_predecessors_stay() {
-        let (a, b, c) = (RecordId::mint(), RecordId::mint(), RecordId::mint());
-        // a -> b -> c (c is the head).
-        let preds = HashMap::from([(b, vec![a]), (c, vec![b])]);
-        let mut all = HashSet::from([a, b, c]);
-        assert!(hold_back_successors(&mut all, &preds).is_empty());
-        let mut without_a = HashSet::from([b, c]);
-        let held = hold_back_successors(&mut without_a, &preds);
-        assert!(without_a.is_empty(), "holding b back holds c back too");
-        assert_eq!(held[&b], vec![a]);
-        assert_eq!(held[&c], vec![b]);
-    }
-
-    #[test]
     fn the_in_transaction_gate_agrees_with_exported_unchanged() {
         let (_d, s) = store();
         let (a, b) = (record("a:b:c", "a", T), record("a:b:c", "b", T));
@@ -1310,11 +806,11 @@ mod tests {
             tags_all: vec![],
             created_before: None,
         };
-        let plan = s.purge_plan(&c, at(T), |_, _| {}).unwrap();
+        let plan = s.purge_plan(&c, at(T), &mut |_, _| {}).unwrap();
         assert!(plan.iter().all(|c| c.refused.is_none()), "{plan:?}");
         let listed: Vec<RecordId> = plan.iter().map(|c| c.id).collect();
         // After the plan: one record restored, one edited.
-        s.operator_set_archived(&[records[0].id], None).unwrap();
+        s.set_archived(&Access::operator(), &[records[0].id], None).unwrap();
         let mut edited = records[1].clone();
         edited.content = "edited".into();
         s.replace(&Access::owned(&Caller::anonymous()), &edited, None).unwrap();
@@ -1333,7 +829,7 @@ mod tests {
         for m in [&old, &new, &old2, &new2] {
             put(&s, m);
         }
-        let digest = |m: &Memory| SqliteStore::record_digest(m).unwrap();
+        let digest = |m: &Memory| record_digest(m).unwrap();
         let link = |t: &Memory, s: &Memory| ConsolidationLink {
             target: t.id,
             target_digest: digest(t),

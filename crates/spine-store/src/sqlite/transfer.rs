@@ -10,94 +10,19 @@
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
 use spine_core::{EpochSeconds, Memory, RecordId, SCHEMA_VERSION, Scope};
 
-use crate::sqlite::{decode, encode, write_row, write_vector};
-use crate::{Embedding, Result, SqliteStore, StoreError};
-
-/// A record as stored: its payload byte for byte, and its vector as stored.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoredRecord {
-    /// Position in the table; pages continue after the last one seen.
-    pub rowid: i64,
-    /// The record's id column.
-    pub id: String,
-    /// The stored payload (the record's JSON), exactly as stored.
-    pub body: String,
-    /// The stored vector, when one exists and was asked for.
-    pub vector: Option<StoredVector>,
-}
-
-/// A vector as stored: embedder identity, length and little-endian f32 bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredVector {
-    /// Embedder identity stamped on the vector.
-    pub model: String,
-    /// Number of components.
-    pub dims: usize,
-    /// `dims` little-endian f32 values.
-    pub data: Vec<u8>,
-}
-
-/// One record to import: the payload to store verbatim, the same payload decoded (for the
-/// indexed columns), and its vector.
-#[derive(Debug, Clone)]
-pub struct ImportRecord<'a> {
-    /// The payload decoded; must be what `body` says.
-    pub memory: Memory,
-    /// The payload, stored exactly as given (keys this binary does not know survive).
-    pub body: &'a str,
-    /// Its vector; `None` stores the record without one (`spine reindex` adds it).
-    pub vector: Option<Embedding<'a>>,
-}
-
-/// What importing one record did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImportOutcome {
-    /// Written.
-    Imported,
-    /// A record with this id exists already; left alone.
-    Present,
-    /// Another record already uses this short id; not written (it would make the short id
-    /// ambiguous, and a short id is never changed).
-    ShortIdTaken(RecordId),
-}
-
-/// A record whose validity window has closed (SPEC States: expired).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExpiredRecord {
-    /// Position in the table.
-    pub rowid: i64,
-    /// Record id.
-    pub id: RecordId,
-    /// Its short id (as stored).
-    pub short_id: String,
-    /// Its scope.
-    pub scope: String,
-    /// When it expired.
-    pub not_after: EpochSeconds,
-}
-
-/// What one page of `migrate_page` found and did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct MigratePage {
-    /// Rowid of the last record looked at; `None` when there were no more.
-    pub last_rowid: Option<i64>,
-    /// Records re-encoded and stamped with this binary's version.
-    pub migrated: Vec<RecordId>,
-    /// Records already at this binary's version.
-    pub current: u64,
-    /// Records stamped newer than this binary's version, left exactly as they are (SPEC Versioning 3).
-    pub newer: u64,
-    /// Records left alone because re-encoding would drop data: id and the reason.
-    pub kept: Vec<(String, String)>,
-}
+use super::{SqliteStore, decode, encode, write_row, write_vector};
+use crate::{
+    ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, StoreError, StoredRecord,
+    StoredVector, TransferStore, record_digest,
+};
 
 fn bad_id(id: &str) -> StoreError {
     StoreError::Corrupt(format!("bad id {id}"))
 }
 
-impl SqliteStore {
+impl TransferStore for SqliteStore {
     /// How many records there are, in `scope` or in all.
-    pub fn count_records(&self, scope: Option<&Scope>) -> Result<u64> {
+    fn count_records(&self, scope: Option<&Scope>) -> Result<u64> {
         let conn = self.lock();
         let n: i64 = match scope {
             Some(s) => conn.query_row(
@@ -113,7 +38,7 @@ impl SqliteStore {
     /// Up to `limit` records after rowid `after`, in rowid order, in `scope` or in all,
     /// with their vectors when `vectors`. One read transaction: a record and its vector are
     /// read together.
-    pub fn export_page(
+    fn export_page(
         &self,
         scope: Option<&Scope>,
         after: i64,
@@ -150,7 +75,7 @@ impl SqliteStore {
     }
 
     /// For each id, whether a record with it exists.
-    pub fn ids_present(&self, ids: &[RecordId]) -> Result<Vec<bool>> {
+    fn ids_present(&self, ids: &[RecordId]) -> Result<Vec<bool>> {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached("SELECT 1 FROM memories WHERE id = ?1")?;
         ids.iter()
@@ -161,7 +86,7 @@ impl SqliteStore {
     /// Imports `records` in one transaction, in order: each is written with its payload
     /// verbatim unless its id is present already or its short id belongs to another record.
     /// Either every record of the batch is dealt with or, on an error, none is written.
-    pub fn import_batch(&self, records: &[ImportRecord<'_>]) -> Result<Vec<ImportOutcome>> {
+    fn import_batch(&self, records: &[ImportRecord<'_>]) -> Result<Vec<ImportOutcome>> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut out = Vec::with_capacity(records.len());
@@ -200,7 +125,7 @@ impl SqliteStore {
 
     /// Up to `limit` records after rowid `after`, in rowid order, whose `not_after` is at or
     /// before `cutoff` (expired at `cutoff`, SPEC States: half-open window).
-    pub fn expired_page(
+    fn expired_page(
         &self,
         cutoff: EpochSeconds,
         after: i64,
@@ -236,7 +161,7 @@ impl SqliteStore {
     }
 
     /// How many records are expired at `cutoff` (what [`SqliteStore::expired_page`] walks).
-    pub fn count_expired(&self, cutoff: EpochSeconds) -> Result<u64> {
+    fn count_expired(&self, cutoff: EpochSeconds) -> Result<u64> {
         let conn = self.lock();
         let n: i64 = conn.query_row(
             "SELECT COUNT(*) FROM memories WHERE not_after IS NOT NULL AND not_after <= ?1",
@@ -249,7 +174,7 @@ impl SqliteStore {
     /// Deletes each of `ids` that is still expired at `cutoff`, re-checked inside one
     /// transaction; entry i is true when record i was deleted (false: gone already, or its
     /// window was changed meanwhile). Tags and vector go with the record (cascade).
-    pub fn delete_expired(&self, ids: &[RecordId], cutoff: EpochSeconds) -> Result<Vec<bool>> {
+    fn delete_expired(&self, ids: &[RecordId], cutoff: EpochSeconds) -> Result<Vec<bool>> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut out = Vec::with_capacity(ids.len());
@@ -268,7 +193,7 @@ impl SqliteStore {
 
     /// The schema versions stamped on records, each with how many carry it (absent reads as
     /// 0), ascending.
-    pub fn schema_versions(&self) -> Result<Vec<(u32, u64)>> {
+    fn schema_versions(&self) -> Result<Vec<(u32, u64)>> {
         let conn = self.lock();
         let mut stmt = conn.prepare(
             "SELECT coalesce(json_extract(body, '$.schema_version'), 0) AS v, COUNT(*)
@@ -289,7 +214,7 @@ impl SqliteStore {
     /// would drop a key holding a value (written by a binary that knew more than this one)
     /// is kept as it is and reported. Only the payload changes: no indexed column, so no
     /// entry in the change log.
-    pub fn migrate_page(&self, after: i64, limit: usize) -> Result<MigratePage> {
+    fn migrate_page(&self, after: i64, limit: usize) -> Result<MigratePage> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let mut page = MigratePage::default();
@@ -332,6 +257,48 @@ impl SqliteStore {
         tx.commit()?;
         Ok(page)
     }
+
+    /// Records that `records` were written to `file` at `at`, as they are now.
+    fn mark_exported(&self, records: &[Memory], file: &str, at: EpochSeconds) -> Result<()> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        {
+            let mut stmt = tx.prepare_cached(
+                "INSERT INTO exported (id, digest, exported_at, file) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(id) DO UPDATE SET digest = excluded.digest,
+                    exported_at = excluded.exported_at, file = excluded.file",
+            )?;
+            for m in records {
+                stmt.execute(params![m.id.to_string(), record_digest(m)?, at.as_secs(), file])?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// For each of `ids`, whether the record exists and was exported as it is now.
+    fn exported_unchanged(&self, ids: &[RecordId]) -> Result<Vec<bool>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT m.body, e.digest FROM memories m JOIN exported e ON e.id = m.id
+             WHERE m.id = ?1",
+        )?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let row: Option<(String, String)> = stmt
+                .query_row([id.to_string()], |r| Ok((r.get(0)?, r.get(1)?)))
+                .map(Some)
+                .or_else(|e| match e {
+                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
+                    e => Err(e),
+                })?;
+            out.push(match row {
+                Some((body, digest)) => record_digest(&decode(&body)?)? == digest,
+                None => false,
+            });
+        }
+        Ok(out)
+    }
 }
 
 /// Top-level keys of `before` that hold a value (anything but null, "", [], {}, 0 or
@@ -360,7 +327,7 @@ mod tests {
     use spine_core::{Caller, Category, ShortId, Source, Timestamp};
 
     use super::*;
-    use crate::Store;
+    use crate::{Embedding, Store};
 
     fn record(content: &str) -> Memory {
         Memory::new(
@@ -402,7 +369,7 @@ mod tests {
         assert_eq!(page[0].body, body);
         let vector = page[0].vector.clone().unwrap();
         assert_eq!((vector.model.as_str(), vector.dims), ("m", 2));
-        assert_eq!(vector.data, crate::sqlite::vec_to_blob(&v));
+        assert_eq!(vector.data, crate::sqlite::rows::vec_to_blob(&v));
         assert!(store.export_page(None, 0, 10, false).unwrap()[0].vector.is_none());
         assert!(store.export_page(None, page[0].rowid, 10, true).unwrap().is_empty());
     }

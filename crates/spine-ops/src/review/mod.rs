@@ -1,0 +1,3 @@
+//! `spine spine-review`: invariants, consolidation, purge and archive over the store contract.
+
+pub mod verify;

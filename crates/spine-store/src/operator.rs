@@ -1,0 +1,738 @@
+//! The operator's contract with a backend: what the operator commands (`spine export`,
+//! `import`, `prune-expired`, `migrate`, `summarize-missing`, `spine-review …`) need from a
+//! store beyond [`Store`], and the types they exchange.
+//!
+//! A backend implements [`Store`] and [`OperatorStore`]; nothing else. The operator acts on
+//! every owner's records: these methods are not access-checked, and record lookups and
+//! archive / restore go through [`Store`] with [`crate::Access::operator`].
+//!
+//! Paged walks take `after`, the position (row number in insertion order: SQLite's
+//! `rowid`, a sequence on a server database) of the last row of the previous page, so memory
+//! stays bounded and an interrupted run continues where it stopped. Every write re-checks,
+//! inside its own transaction, what the caller saw before writing, so a command running
+//! beside a server either applies a change to the record as it was listed or skips it and
+//! says why.
+//!
+//! The purge chain rule ([`purge_verdicts`]) is backend-neutral code every backend calls
+//! inside its delete transaction.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use spine_core::{Category, EpochSeconds, Memory, RecordId, Scope, State, Timestamp};
+
+use crate::{Embedding, Result, Store, StoreError};
+
+/// Everything the operator commands need from a backend (see the module documentation).
+pub trait OperatorStore: TransferStore + SummaryStore + ReviewStore {}
+
+impl<T: TransferStore + SummaryStore + ReviewStore> OperatorStore for T {}
+
+/// Bulk reads and writes: `spine export`, `import`, `prune-expired`, `migrate`, and the
+/// extract-before-delete gate's bookkeeping.
+pub trait TransferStore: Store {
+    /// How many records there are, in `scope` or in all.
+    fn count_records(&self, scope: Option<&Scope>) -> Result<u64>;
+
+    /// Up to `limit` records after rowid `after`, in rowid order, in `scope` or in all,
+    /// with their vectors when `vectors`. One read transaction: a record and its vector are
+    /// read together.
+    fn export_page(
+        &self,
+        scope: Option<&Scope>,
+        after: i64,
+        limit: usize,
+        vectors: bool,
+    ) -> Result<Vec<StoredRecord>>;
+
+    /// For each id, whether a record with it exists.
+    fn ids_present(&self, ids: &[RecordId]) -> Result<Vec<bool>>;
+
+    /// Imports `records` in one transaction, in order: each is written with its payload
+    /// verbatim unless its id is present already or its short id belongs to another record.
+    /// Either every record of the batch is dealt with or, on an error, none is written.
+    fn import_batch(&self, records: &[ImportRecord<'_>]) -> Result<Vec<ImportOutcome>>;
+
+    /// Up to `limit` records after rowid `after`, in rowid order, whose `not_after` is at or
+    /// before `cutoff` (expired at `cutoff`, SPEC States: half-open window).
+    fn expired_page(
+        &self,
+        cutoff: EpochSeconds,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<ExpiredRecord>>;
+
+    /// How many records are expired at `cutoff` (what [`OperatorStore::expired_page`] walks).
+    fn count_expired(&self, cutoff: EpochSeconds) -> Result<u64>;
+
+    /// Deletes each of `ids` that is still expired at `cutoff`, re-checked inside one
+    /// transaction; entry i is true when record i was deleted (false: gone already, or its
+    /// window was changed meanwhile). Tags and vector go with the record (cascade).
+    fn delete_expired(&self, ids: &[RecordId], cutoff: EpochSeconds) -> Result<Vec<bool>>;
+
+    /// The schema versions stamped on records, each with how many carry it (absent reads as
+    /// 0), ascending.
+    fn schema_versions(&self) -> Result<Vec<(u32, u64)>>;
+
+    /// Brings up to `limit` records after rowid `after` to this binary's schema version, in
+    /// one transaction (SPEC Versioning 2–7). A record below it is decoded with the current
+    /// record type — which gives every key added since its version its default: the steps
+    /// are additive only — re-encoded and stamped. A record at or above it is not
+    /// touched, so a newer record keeps its payload and stamp. A record whose re-encoding
+    /// would drop a key holding a value (written by a binary that knew more than this one)
+    /// is kept as it is and reported. Only the payload changes: no indexed column, so no
+    /// entry in the change log.
+    fn migrate_page(&self, after: i64, limit: usize) -> Result<MigratePage>;
+
+    /// Records that `records` were written to `file` at `at`, as they are now.
+    fn mark_exported(&self, records: &[Memory], file: &str, at: EpochSeconds) -> Result<()>;
+
+    /// For each of `ids`, whether the record exists and was exported as it is now.
+    fn exported_unchanged(&self, ids: &[RecordId]) -> Result<Vec<bool>>;
+}
+
+/// Records without a summary, and filling one in: `spine summarize-missing`.
+pub trait SummaryStore: Store {
+    /// How many records of every owner match `which` (the dry run's answer and the
+    /// progress total).
+    fn count_missing_summaries(&self, which: &MissingSummaries) -> Result<u64>;
+
+    /// Up to `limit` records matching `which`, oldest first (created_at, then id), strictly
+    /// after `after` in that order. Passing the last candidate of one page as `after` walks
+    /// the matching records once, skipping those a previous page left without a summary.
+    fn missing_summaries(
+        &self,
+        which: &MissingSummaries,
+        after: Option<(Timestamp, RecordId)>,
+        limit: usize,
+    ) -> Result<Vec<SummaryCandidate>>;
+
+    /// Stores `summary` on record `id` with summary_source=auto, stamping the schema
+    /// version, only if the record still has no summary and its content is still
+    /// `summarized_content`. False when it does not match (edited, summarized by someone
+    /// else, or deleted meanwhile): nothing was written.
+    fn set_auto_summary(
+        &self,
+        id: &RecordId,
+        summarized_content: &str,
+        summary: AutoSummary<'_>,
+    ) -> Result<bool>;
+}
+
+/// `spine spine-review`: state counts, invariant checks, consolidation and purge.
+pub trait ReviewStore: Store {
+    /// Records per scope by state at `now`, in scope order; only `scope` when given.
+    fn state_counts(&self, scope: Option<&Scope>, now: Timestamp) -> Result<Vec<StateCounts>>;
+
+    /// The vectors of the records in `scope` (or the whole store) by stamp and length.
+    fn vector_stamps(&self, scope: Option<&Scope>) -> Result<Vec<VectorStamp>>;
+
+    /// Checks up to `limit` records of `scope` (or every scope) after `after_rowid`, in
+    /// rowid order, each against one snapshot (a page is one read transaction, so a
+    /// supersession committed meanwhile is seen whole or not at all).
+    ///
+    /// Short_id uniqueness is checked by [`OperatorStore::duplicate_short_ids`]. A
+    /// `supersedes` entry naming a record that no longer exists is not a violation: deleting
+    /// or purging a chain's old records is allowed and leaves the head valid.
+    fn verify_page(
+        &self,
+        scope: Option<&Scope>,
+        after_rowid: i64,
+        limit: usize,
+        expect: &VectorExpectation,
+    ) -> Result<VerifyPage>;
+
+    /// Records of `scope` (or every scope) whose short_id another record (anywhere) shares.
+    fn duplicate_short_ids(&self, scope: Option<&Scope>) -> Result<Vec<Violation>>;
+
+    /// The groups consolidate compares, with their sizes: recall-visible, unwindowed,
+    /// non-rule records with a vector, by scope, owner, visibility and embedder stamp.
+    fn consolidation_groups(&self, scope: Option<&Scope>) -> Result<Vec<ConsolidationGroup>>;
+
+    /// The records of group `g`, oldest first (created_at, then id). Records whose payload
+    /// does not decode are left out (verify reports them).
+    fn consolidation_candidates(
+        &self,
+        g: &ConsolidationGroup,
+    ) -> Result<Vec<ConsolidationCandidate>>;
+
+    /// Applies `links` in one transaction: each target gets `superseded_by`, each successor
+    /// lists its targets in `supersedes` (links both ways, SPEC "Supersession rules").
+    ///
+    /// Every record involved is re-read first: a link is skipped (with the reason) when
+    /// either record is gone, changed since it was planned (digest), or is a rule, or when
+    /// its target already got a successor earlier in `links`. Entry i is `None` when link i
+    /// was applied.
+    fn apply_consolidation(&self, links: &[ConsolidationLink]) -> Result<Vec<Option<String>>>;
+
+    /// The records `c` selects at `now`, each with its verdict: eligible (`refused` is
+    /// `None`) only when it passes the extract-before-delete gate
+    /// ([`OperatorStore::exported_unchanged`]) and deleting it leaves no chain without a
+    /// live head. `gate_progress(n, total)` is called after each `n` of the `total` selected
+    /// records are gate-checked.
+    fn purge_plan(
+        &self,
+        c: &PurgeCriteria,
+        now: Timestamp,
+        gate_progress: &mut dyn FnMut(u64, u64),
+    ) -> Result<Vec<PurgeCandidate>>;
+
+    /// Deletes for good those of `listed` (a plan's eligible records) that are still
+    /// eligible, re-checking everything [`OperatorStore::purge_plan`] checked inside the
+    /// delete transaction (selection by `c` at `now`, the gate, the chain rule). Deleting a
+    /// record deletes its tags and vector with it (foreign keys). One outcome per listed
+    /// record, in order.
+    fn purge_apply(
+        &self,
+        listed: &[RecordId],
+        c: &PurgeCriteria,
+        now: Timestamp,
+    ) -> Result<Vec<PurgeOutcome>>;
+}
+
+/// Records of one scope by state (SPEC "States and transitions").
+///
+/// The state buckets count markers independently, as the SPEC treats them ("each is cleared
+/// independently"): a record both archived and expired is counted under `archived` and under
+/// `expired`, exactly as `purge --class archived` and `--class expired` would each select it.
+/// So the buckets may sum to more than `records`; `active + hidden == records` always.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StateCounts {
+    /// The scope (empty on a total).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub scope: String,
+    /// Every record.
+    pub records: u64,
+    /// Recall-visible records (no state).
+    pub active: u64,
+    /// Records hidden from recall (at least one state).
+    pub hidden: u64,
+    /// `archived_at` present.
+    pub archived: u64,
+    /// `superseded_by` present.
+    pub superseded: u64,
+    /// now at or past `not_after`.
+    pub expired: u64,
+    /// now before `not_before`, not expired.
+    pub scheduled: u64,
+}
+
+impl StateCounts {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &StateCounts) {
+        self.records += other.records;
+        self.active += other.active;
+        self.hidden += other.hidden;
+        self.archived += other.archived;
+        self.superseded += other.superseded;
+        self.expired += other.expired;
+        self.scheduled += other.scheduled;
+    }
+}
+
+/// Which invariant a record breaks (`spine-review verify`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Check {
+    /// The stored payload does not decode as a record.
+    PayloadCorrupt,
+    /// The indexed columns disagree with the payload (search and filters read the columns).
+    ColumnsMismatch,
+    /// Another record has the same short_id, so the handle resolves to neither.
+    DuplicateShortId,
+    /// The record has no vector: search can never find it.
+    MissingVector,
+    /// The vector's bytes are not a vector of its stated length, or hold non-finite values
+    /// or only zeros.
+    VectorCorrupt,
+    /// The vector's length is not the embedder's.
+    VectorDimension,
+    /// The vector was made by another embedder than the configured one (or, when that is
+    /// unknown, than most of the store's).
+    EmbedderStamp,
+    /// `superseded_by` names a record that does not exist: the record is hidden, and its
+    /// chain has no live head.
+    DanglingSuccessor,
+    /// `superseded_by` names a record whose `supersedes` does not list this one.
+    BacklinkMissing,
+    /// `supersedes` lists a record that is not superseded: a second live head.
+    PredecessorNotSuperseded,
+    /// `supersedes` lists a record that names another successor.
+    PredecessorOtherSuccessor,
+    /// Following `superseded_by` never reaches a live head.
+    ChainCycle,
+    /// A rule is superseded (SPEC: rules are immutable).
+    RuleSuperseded,
+}
+
+impl Check {
+    /// The stable name (JSON and human output).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Check::PayloadCorrupt => "payload_corrupt",
+            Check::ColumnsMismatch => "columns_mismatch",
+            Check::DuplicateShortId => "duplicate_short_id",
+            Check::MissingVector => "missing_vector",
+            Check::VectorCorrupt => "vector_corrupt",
+            Check::VectorDimension => "vector_dimension",
+            Check::EmbedderStamp => "embedder_stamp",
+            Check::DanglingSuccessor => "dangling_successor",
+            Check::BacklinkMissing => "backlink_missing",
+            Check::PredecessorNotSuperseded => "predecessor_not_superseded",
+            Check::PredecessorOtherSuccessor => "predecessor_other_successor",
+            Check::ChainCycle => "chain_cycle",
+            Check::RuleSuperseded => "rule_superseded",
+        }
+    }
+}
+
+/// One broken invariant on one record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    /// The record's id as stored (it may itself be malformed).
+    pub id: String,
+    /// Its short_id column.
+    pub short_id: String,
+    /// Its scope column.
+    pub scope: String,
+    /// What is wrong.
+    pub check: Check,
+    /// The particulars.
+    pub detail: String,
+}
+
+/// The vectors stored with one embedder stamp and length.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VectorStamp {
+    /// The embedder identity stamped on the vectors.
+    pub model: String,
+    /// Their length (from the bytes, not the `dims` column).
+    pub dims: usize,
+    /// How many.
+    pub vectors: u64,
+}
+
+/// What `verify` expects every vector to be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VectorExpectation {
+    /// The stamp every vector must carry; `None` when the store has no vectors to judge.
+    pub model: Option<String>,
+    /// Their length, when known.
+    pub dims: Option<usize>,
+    /// True when `model` is the configured embedder's, false when it was taken from the
+    /// store (the configured embedder could not be built).
+    pub configured: bool,
+}
+
+impl VectorExpectation {
+    /// The expectation given the configured embedder (`model`, and its length when it
+    /// knows it) or, without one, the store's most common stamp; a length the embedder
+    /// does not know is the most common length among that embedder's vectors.
+    pub fn choose(configured: Option<(&str, Option<usize>)>, stamps: &[VectorStamp]) -> Self {
+        let most = |pick: &dyn Fn(&VectorStamp) -> bool| -> Option<&VectorStamp> {
+            stamps.iter().filter(|s| pick(s)).max_by_key(|s| (s.vectors, std::cmp::Reverse(s.dims)))
+        };
+        match configured {
+            Some((model, dims)) => VectorExpectation {
+                model: Some(model.to_owned()),
+                dims: dims.or_else(|| most(&|s| s.model == model).map(|s| s.dims)),
+                configured: true,
+            },
+            None => {
+                let mut by_model: HashMap<&str, u64> = HashMap::new();
+                for s in stamps {
+                    *by_model.entry(&s.model).or_default() += s.vectors;
+                }
+                let model = by_model
+                    .into_iter()
+                    .max_by(|a, b| a.1.cmp(&b.1).then_with(|| b.0.cmp(a.0)))
+                    .map(|(m, _)| m.to_owned());
+                let dims = model.as_deref().and_then(|m| most(&|s| s.model == m).map(|s| s.dims));
+                VectorExpectation { model, dims, configured: false }
+            }
+        }
+    }
+}
+
+/// One page of `verify`.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyPage {
+    /// Records checked.
+    pub checked: u64,
+    /// The last rowid checked; pass it back for the next page. `None` when the page was
+    /// empty (done).
+    pub last_rowid: Option<i64>,
+    /// What was found.
+    pub violations: Vec<Violation>,
+}
+
+/// A group of records consolidate compares with one another: one scope, owner, visibility
+/// and embedder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConsolidationGroup {
+    /// The scope.
+    pub scope: String,
+    /// The owner.
+    pub owner: String,
+    /// `shared` or empty (private).
+    pub visibility: String,
+    /// The embedder stamp of the vectors.
+    pub model: String,
+    /// Records in the group.
+    pub records: u64,
+}
+
+/// A record consolidate may propose to supersede or to keep.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConsolidationCandidate {
+    /// The record.
+    pub record: Memory,
+    /// Its stored vector.
+    pub vector: Vec<f32>,
+    /// [`record_digest`] as read: applying re-checks it.
+    pub digest: String,
+}
+
+/// One supersession consolidate applies: `successor` gets `target` in its `supersedes`,
+/// `target` gets `superseded_by = successor`. The digests are the records as the plan read
+/// them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsolidationLink {
+    /// The record superseded (the older).
+    pub target: RecordId,
+    /// Its digest when planned.
+    pub target_digest: String,
+    /// The record that supersedes it (the newer).
+    pub successor: RecordId,
+    /// Its digest when planned.
+    pub successor_digest: String,
+}
+
+/// A structural purge class (SPEC "Operator commands": `--class`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PurgeClass {
+    /// `archived_at` present.
+    Archived,
+    /// `superseded_by` present.
+    Superseded,
+    /// now at or past `not_after`.
+    Expired,
+}
+
+/// Which records a purge selects. With classes, a record in any of them; the other fields
+/// narrow the selection further.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeCriteria {
+    /// Structural classes (any of them); empty = the free-form path, any state.
+    pub classes: Vec<PurgeClass>,
+    /// One scope, or every scope.
+    pub scope: Option<Scope>,
+    /// One category.
+    pub category: Option<Category>,
+    /// Records carrying all of these tags.
+    pub tags_all: Vec<String>,
+    /// Records created before this instant.
+    pub created_before: Option<Timestamp>,
+}
+
+/// Why a selected record is not deleted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum PurgeRefusal {
+    /// `spine export` never wrote it out.
+    NotExported,
+    /// Changed since `spine export` wrote it out (to the candidate's `exported_to`).
+    ChangedSinceExport,
+    /// It supersedes records that stay: deleting it would leave them hidden behind a
+    /// successor that no longer exists (a chain without a live head).
+    SupersedesRecordsThatStay {
+        /// Those records.
+        predecessors: Vec<RecordId>,
+    },
+}
+
+/// A record a purge selected, with the verdict.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PurgeCandidate {
+    /// Record id.
+    pub id: RecordId,
+    /// Short id.
+    pub short_id: String,
+    /// Scope.
+    pub scope: String,
+    /// Category.
+    pub category: String,
+    /// Creation time.
+    pub created_at: Timestamp,
+    /// States at the purge's `now`.
+    pub states: Vec<State>,
+    /// The export file it was last written to, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exported_to: Option<String>,
+    /// `None` when eligible for deletion.
+    #[serde(skip_serializing_if = "Option::is_none", flatten)]
+    pub refused: Option<PurgeRefusal>,
+}
+
+/// What happened to one listed record when a purge was applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PurgeOutcome {
+    /// Record id.
+    pub id: RecordId,
+    /// Deleted for good.
+    pub deleted: bool,
+    /// Why not, when not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+/// Removes from `deletable` every record that supersedes a record staying, until none
+/// does (keeping one can keep its successor); returns those held back with the records
+/// that stay. SPEC "Supersession rules": a purge never leaves a chain without a live head.
+fn hold_back_successors(
+    deletable: &mut HashSet<RecordId>,
+    predecessors: &HashMap<RecordId, Vec<RecordId>>,
+) -> HashMap<RecordId, Vec<RecordId>> {
+    let mut held = HashMap::new();
+    loop {
+        let blocked: Vec<(RecordId, Vec<RecordId>)> = deletable
+            .iter()
+            .filter_map(|id| {
+                let staying: Vec<RecordId> = predecessors
+                    .get(id)?
+                    .iter()
+                    .filter(|p| !deletable.contains(p))
+                    .copied()
+                    .collect();
+                (!staying.is_empty()).then_some((*id, staying))
+            })
+            .collect();
+        if blocked.is_empty() {
+            return held;
+        }
+        for (id, staying) in blocked {
+            deletable.remove(&id);
+            held.insert(id, staying);
+        }
+    }
+}
+
+pub(crate) fn dedup<T: PartialEq + Copy>(items: &[T]) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for i in items {
+        if !out.contains(i) {
+            out.push(*i);
+        }
+    }
+    out
+}
+
+/// Applies the gate verdicts (`passed[i]` for `candidates[i]`) and the chain rule.
+pub fn purge_verdicts(
+    candidates: &mut [PurgeCandidate],
+    passed: &[bool],
+    predecessors: &HashMap<RecordId, Vec<RecordId>>,
+) {
+    let mut deletable = HashSet::new();
+    for (c, ok) in candidates.iter_mut().zip(passed) {
+        c.refused = match (ok, &c.exported_to) {
+            (true, _) => {
+                deletable.insert(c.id);
+                None
+            }
+            (false, None) => Some(PurgeRefusal::NotExported),
+            (false, Some(_)) => Some(PurgeRefusal::ChangedSinceExport),
+        };
+    }
+    let held = hold_back_successors(&mut deletable, predecessors);
+    for c in candidates.iter_mut() {
+        if let Some(staying) = held.get(&c.id) {
+            c.refused =
+                Some(PurgeRefusal::SupersedesRecordsThatStay { predecessors: staying.clone() });
+        }
+    }
+}
+
+/// A record as stored: its payload byte for byte, and its vector as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRecord {
+    /// Position in the table; pages continue after the last one seen.
+    pub rowid: i64,
+    /// The record's id column.
+    pub id: String,
+    /// The stored payload (the record's JSON), exactly as stored.
+    pub body: String,
+    /// The stored vector, when one exists and was asked for.
+    pub vector: Option<StoredVector>,
+}
+
+/// A vector as stored: embedder identity, length and little-endian f32 bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredVector {
+    /// Embedder identity stamped on the vector.
+    pub model: String,
+    /// Number of components.
+    pub dims: usize,
+    /// `dims` little-endian f32 values.
+    pub data: Vec<u8>,
+}
+
+/// One record to import: the payload to store verbatim, the same payload decoded (for the
+/// indexed columns), and its vector.
+#[derive(Debug, Clone)]
+pub struct ImportRecord<'a> {
+    /// The payload decoded; must be what `body` says.
+    pub memory: Memory,
+    /// The payload, stored exactly as given (keys this binary does not know survive).
+    pub body: &'a str,
+    /// Its vector; `None` stores the record without one (`spine reindex` adds it).
+    pub vector: Option<Embedding<'a>>,
+}
+
+/// What importing one record did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportOutcome {
+    /// Written.
+    Imported,
+    /// A record with this id exists already; left alone.
+    Present,
+    /// Another record already uses this short id; not written (it would make the short id
+    /// ambiguous, and a short id is never changed).
+    ShortIdTaken(RecordId),
+}
+
+/// A record whose validity window has closed (SPEC States: expired).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiredRecord {
+    /// Position in the table.
+    pub rowid: i64,
+    /// Record id.
+    pub id: RecordId,
+    /// Its short id (as stored).
+    pub short_id: String,
+    /// Its scope.
+    pub scope: String,
+    /// When it expired.
+    pub not_after: EpochSeconds,
+}
+
+/// What one page of `migrate_page` found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MigratePage {
+    /// Rowid of the last record looked at; `None` when there were no more.
+    pub last_rowid: Option<i64>,
+    /// Records re-encoded and stamped with this binary's version.
+    pub migrated: Vec<RecordId>,
+    /// Records already at this binary's version.
+    pub current: u64,
+    /// Records stamped newer than this binary's version, left exactly as they are (SPEC Versioning 3).
+    pub newer: u64,
+    /// Records left alone because re-encoding would drop data: id and the reason.
+    pub kept: Vec<(String, String)>,
+}
+
+/// Which records lack a summary: in one scope or all, created at or before an instant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingSummaries {
+    /// One scope, or `None` for every scope.
+    pub scope: Option<Scope>,
+    /// Only records created at or before this instant (`--older-than`, and the start of the
+    /// run, so records written while it runs are left to the next run).
+    pub created_at_or_before: Timestamp,
+}
+
+/// A record to summarize, as read: its content is what the conditional write checks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryCandidate {
+    /// Record id.
+    pub id: RecordId,
+    /// Creation time (the sweep's order, with the id).
+    pub created_at: Timestamp,
+    /// The content to summarize.
+    pub content: String,
+}
+
+/// A generated summary to store with summary_source=auto.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoSummary<'a> {
+    /// The summary text (non-empty; the caller bounds its length).
+    pub summary: &'a str,
+    /// The summarizer's model name (summary_model).
+    pub model: &'a str,
+    /// When the content was sent to an outside summarizer (summary_egress_at); `None` when
+    /// it never left the process.
+    pub egress_at: Option<Timestamp>,
+}
+
+/// The gate's digest of `m`: SHA-256 (hex) of its JSON without the access statistics,
+/// keys sorted.
+pub fn record_digest(m: &Memory) -> Result<String> {
+    let mut v = serde_json::to_value(m).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    if let Some(o) = v.as_object_mut() {
+        o.remove("access_count");
+        o.remove("last_accessed_at");
+    }
+    let canonical = serde_json::to_string(&v).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    Ok(Sha256::digest(canonical.as_bytes()).iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expectation_prefers_the_configured_embedder_else_the_majority() {
+        let stamps = [
+            VectorStamp { model: "a".into(), dims: 3, vectors: 5 },
+            VectorStamp { model: "a".into(), dims: 4, vectors: 1 },
+            VectorStamp { model: "b".into(), dims: 8, vectors: 2 },
+        ];
+        let e = VectorExpectation::choose(Some(("b", Some(9))), &stamps);
+        assert_eq!((e.model.as_deref(), e.dims, e.configured), (Some("b"), Some(9), true));
+        let e = VectorExpectation::choose(Some(("b", None)), &stamps);
+        assert_eq!(e.dims, Some(8));
+        let e = VectorExpectation::choose(Some(("c", None)), &stamps);
+        assert_eq!((e.model.as_deref(), e.dims), (Some("c"), None));
+        let e = VectorExpectation::choose(None, &stamps);
+        assert_eq!((e.model.as_deref(), e.dims, e.configured), (Some("a"), Some(3), false));
+        assert_eq!(VectorExpectation::choose(None, &[]).model, None);
+    }
+
+    #[test]
+    fn check_names_are_their_json_names() {
+        let all = [
+            Check::PayloadCorrupt,
+            Check::ColumnsMismatch,
+            Check::DuplicateShortId,
+            Check::MissingVector,
+            Check::VectorCorrupt,
+            Check::VectorDimension,
+            Check::EmbedderStamp,
+            Check::DanglingSuccessor,
+            Check::BacklinkMissing,
+            Check::PredecessorNotSuperseded,
+            Check::PredecessorOtherSuccessor,
+            Check::ChainCycle,
+            Check::RuleSuperseded,
+        ];
+        for c in all {
+            assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
+        }
+    }
+
+    #[test]
+    fn a_successor_is_held_back_while_its_predecessors_stay() {
+        let (a, b, c) = (RecordId::mint(), RecordId::mint(), RecordId::mint());
+        // a -> b -> c (c is the head).
+        let preds = HashMap::from([(b, vec![a]), (c, vec![b])]);
+        let mut all = HashSet::from([a, b, c]);
+        assert!(hold_back_successors(&mut all, &preds).is_empty());
+        let mut without_a = HashSet::from([b, c]);
+        let held = hold_back_successors(&mut without_a, &preds);
+        assert!(without_a.is_empty(), "holding b back holds c back too");
+        assert_eq!(held[&b], vec![a]);
+        assert_eq!(held[&c], vec![b]);
+    }
+}

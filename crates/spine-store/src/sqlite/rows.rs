@@ -1,0 +1,109 @@
+//! Rows: encoding a record into its columns, tags and vector, and reading them back.
+
+use rusqlite::{Transaction, params};
+use spine_core::{EpochSeconds, Memory, RecordId, StateMarkers};
+
+use crate::index::Row;
+use crate::{Embedding, Result, StoreError};
+
+/// The indexed fields of a record, for `Row`; append `WHERE ...` or `ORDER BY ...`.
+pub(super) const ROW_SELECT: &str =
+    "SELECT m.rowid, m.id, m.owner, m.visibility = 'shared', m.scope,
+        m.category, CASE WHEN m.category = 'discovery' THEN json_extract(m.body, '$.kind') END,
+        m.created_at, m.archived_at IS NOT NULL, m.superseded_by IS NOT NULL, m.not_before,
+        m.not_after
+     FROM memories m";
+
+pub(super) fn read_row(
+    r: &rusqlite::Row<'_>,
+    tags: Vec<String>,
+    vector: Option<(String, Vec<f32>)>,
+) -> Result<Row> {
+    let id: String = r.get(1)?;
+    Ok(Row {
+        rowid: r.get(0)?,
+        id: RecordId::parse(&id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))?,
+        owner: r.get(2)?,
+        shared: r.get(3)?,
+        scope: r.get(4)?,
+        category: r.get(5)?,
+        kind: r.get(6)?,
+        created_at: r.get(7)?,
+        markers: StateMarkers {
+            archived: r.get(8)?,
+            superseded: r.get(9)?,
+            not_before: r.get::<_, Option<i64>>(10)?.map(EpochSeconds::from_secs),
+            not_after: r.get::<_, Option<i64>>(11)?.map(EpochSeconds::from_secs),
+        },
+        tags,
+        vector,
+    })
+}
+
+pub(crate) fn decode(body: &str) -> Result<Memory> {
+    serde_json::from_str(body).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+pub(crate) fn encode(m: &Memory) -> Result<String> {
+    serde_json::to_string(m).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+pub(crate) fn vec_to_blob(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+pub(crate) fn blob_to_vec(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+pub(super) fn secs(v: Option<EpochSeconds>) -> Option<i64> {
+    v.map(EpochSeconds::as_secs)
+}
+
+/// Writes the indexed columns and tags of `m` at `rowid` (payload already encoded).
+pub(crate) fn write_row(tx: &Transaction<'_>, m: &Memory, body: &str) -> Result<i64> {
+    tx.execute(
+        "INSERT INTO memories (id, short_id, owner, visibility, scope, category, created_at,
+            not_before, not_after, archived_at, superseded_by, body)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+         ON CONFLICT(id) DO UPDATE SET short_id = excluded.short_id, owner = excluded.owner,
+            visibility = excluded.visibility, scope = excluded.scope,
+            category = excluded.category, created_at = excluded.created_at,
+            not_before = excluded.not_before, not_after = excluded.not_after,
+            archived_at = excluded.archived_at, superseded_by = excluded.superseded_by,
+            body = excluded.body",
+        params![
+            m.id.to_string(),
+            m.short_id.as_str(),
+            m.owner,
+            m.visibility.as_str(),
+            m.scope.as_str(),
+            m.category.as_str(),
+            m.created_at.as_micros(),
+            secs(m.not_before),
+            secs(m.not_after),
+            secs(m.archived_at),
+            m.superseded_by.map(|s| s.to_string()),
+            body,
+        ],
+    )?;
+    let rowid: i64 =
+        tx.query_row("SELECT rowid FROM memories WHERE id = ?1", [m.id.to_string()], |r| r.get(0))?;
+    tx.execute("DELETE FROM memory_tags WHERE memory = ?1", [rowid])?;
+    let mut ins =
+        tx.prepare_cached("INSERT OR IGNORE INTO memory_tags (memory, tag) VALUES (?1, ?2)")?;
+    for tag in &m.tags {
+        ins.execute(params![rowid, tag])?;
+    }
+    Ok(rowid)
+}
+
+pub(crate) fn write_vector(tx: &Transaction<'_>, rowid: i64, e: Embedding<'_>) -> Result<()> {
+    tx.execute(
+        "INSERT INTO vectors (memory, model, dims, vec) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT(memory) DO UPDATE SET model = excluded.model, dims = excluded.dims,
+            vec = excluded.vec",
+        params![rowid, e.model, e.vector.len() as i64, vec_to_blob(e.vector)],
+    )?;
+    Ok(())
+}

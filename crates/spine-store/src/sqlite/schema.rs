@@ -1,0 +1,102 @@
+//! The SQLite schema: migrations applied in order at open.
+
+/// Schema migrations, applied in order; `PRAGMA user_version` records how many ran.
+/// Append only: never edit a step that has shipped.
+pub(super) const MIGRATIONS: &[&str] = &[
+    // 1: records, tags, vectors.
+    "CREATE TABLE memories (
+        rowid INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        short_id TEXT NOT NULL,
+        owner TEXT,
+        visibility TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        category TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        not_before INTEGER,
+        not_after INTEGER,
+        archived_at INTEGER,
+        superseded_by TEXT,
+        body TEXT NOT NULL
+    );
+    CREATE INDEX memories_short_id ON memories(short_id);
+    CREATE INDEX memories_scope_recent ON memories(scope, created_at DESC, id DESC);
+    CREATE INDEX memories_recent ON memories(created_at DESC, id DESC);
+    CREATE INDEX memories_owner_scope ON memories(owner, scope);
+    CREATE TABLE memory_tags (
+        memory INTEGER NOT NULL REFERENCES memories(rowid) ON DELETE CASCADE,
+        tag TEXT NOT NULL,
+        PRIMARY KEY (memory, tag)
+    ) WITHOUT ROWID;
+    CREATE INDEX memory_tags_tag ON memory_tags(tag, memory);
+    CREATE TABLE vectors (
+        memory INTEGER PRIMARY KEY REFERENCES memories(rowid) ON DELETE CASCADE,
+        model TEXT NOT NULL,
+        dims INTEGER NOT NULL,
+        vec BLOB NOT NULL
+    );",
+    // 2: supersede_memory idempotency keys, per owner.
+    "CREATE TABLE idempotency (
+        owner TEXT NOT NULL,
+        key TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        id TEXT NOT NULL,
+        short_id TEXT NOT NULL,
+        PRIMARY KEY (owner, key)
+    ) WITHOUT ROWID;",
+    // 3: the lexical index: one row per record (same rowid) holding its
+    // `spine_core::lexical` terms, separated by spaces. A term holds only alphanumerics and
+    // `lexical::JOINERS`; the `ascii` tokenizer with every joiner as a token character keeps
+    // each term one FTS5 token, so FTS5 matches exactly the terms the tokenizer produced.
+    // Contentless (the terms are derived from the payload); a trigger follows deletes.
+    // Superseded by pool-local BM25 in the service and dropped by step 6.
+    r#"CREATE VIRTUAL TABLE memory_fts USING fts5(
+        terms,
+        content = '',
+        contentless_delete = 1,
+        tokenize = "ascii tokenchars '_-./\:'"
+    );
+    CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+        DELETE FROM memory_fts WHERE rowid = old.rowid;
+    END;"#,
+    // 4: the start-up embedder check reads the distinct vector models without a scan.
+    "CREATE INDEX vectors_model ON vectors(model);",
+    // 5: the change log the in-memory index follows (`SqliteStore::sync_index`): the rowid
+    // of every record written, deleted or re-embedded, in commit order. Updates that touch
+    // only the payload (touch: access counts) are not logged; every indexed field has its
+    // own column, so a change to one names a column below. The log keeps the last
+    // 100 000 entries; an index further behind reloads in full.
+    "CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, memory INTEGER NOT NULL);
+    CREATE TRIGGER changes_prune AFTER INSERT ON changes BEGIN
+        DELETE FROM changes WHERE seq <= new.seq - 100000;
+    END;
+    CREATE TRIGGER changes_memory_insert AFTER INSERT ON memories BEGIN
+        INSERT INTO changes (memory) VALUES (new.rowid);
+    END;
+    CREATE TRIGGER changes_memory_update AFTER UPDATE OF id, owner, visibility, scope, category,
+        created_at, not_before, not_after, archived_at, superseded_by ON memories BEGIN
+        INSERT INTO changes (memory) VALUES (new.rowid);
+    END;
+    CREATE TRIGGER changes_memory_delete AFTER DELETE ON memories BEGIN
+        INSERT INTO changes (memory) VALUES (old.rowid);
+    END;
+    CREATE TRIGGER changes_vector_insert AFTER INSERT ON vectors BEGIN
+        INSERT INTO changes (memory) VALUES (new.memory);
+    END;
+    CREATE TRIGGER changes_vector_update AFTER UPDATE ON vectors BEGIN
+        INSERT INTO changes (memory) VALUES (new.memory);
+    END;",
+    // 6: lexical scoring moved to the service (BM25 over the search pool, see
+    // `spine_service::rank::bm25`); the FTS5 index of step 3 is no longer read.
+    "DROP TRIGGER memories_fts_delete;
+    DROP TABLE memory_fts;",
+    // 7: the extract-before-delete gate of `spine-review purge`: which records `spine export`
+    // wrote out, and a digest of each as written (`SqliteStore::record_digest`); a record
+    // changed since its export no longer passes the gate.
+    "CREATE TABLE exported (
+        id TEXT PRIMARY KEY,
+        digest TEXT NOT NULL,
+        exported_at INTEGER NOT NULL,
+        file TEXT NOT NULL
+    ) WITHOUT ROWID;",
+];

@@ -1,0 +1,527 @@
+//! [`Store`] on SQLite.
+
+use rusqlite::types::Value;
+use rusqlite::{OptionalExtension, params, params_from_iter};
+use spine_core::{
+    Category, Citation, EpochSeconds, IdRef, Memory, RecordId, SCHEMA_VERSION, Scope, ShortId,
+    Timestamp,
+};
+
+use super::query::*;
+use super::rows::*;
+use super::*;
+use crate::{
+    Access, Cursor, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour, Result,
+    Store, StoreError, SupersedeRejection, TagCount,
+};
+
+impl Store for SqliteStore {
+    fn insert(&self, m: &Memory, embedding: Embedding<'_>) -> Result<()> {
+        let body = encode(m)?;
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let rowid = write_row(&tx, m, &body)?;
+        write_vector(&tx, rowid, embedding)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn insert_batch(&self, items: &[(Memory, Embedding<'_>)]) -> Result<()> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        for (m, embedding) in items {
+            let rowid = write_row(&tx, m, &encode(m)?)?;
+            write_vector(&tx, rowid, *embedding)?;
+        }
+        tx.commit()?;
+        Ok(())
+    }
+
+    fn short_id_taken(&self, short: &ShortId) -> Result<bool> {
+        let conn = self.lock();
+        Ok(conn
+            .query_row(
+                "SELECT 1 FROM memories WHERE short_id = ?1 LIMIT 1",
+                [short.as_str()],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    }
+
+    fn matching(&self, access: &Access, id: &IdRef, limit: usize) -> Result<Vec<Memory>> {
+        matching_in(&self.lock(), access, id, limit)
+    }
+
+    fn replace(
+        &self,
+        access: &Access,
+        m: &Memory,
+        embedding: Option<Embedding<'_>>,
+    ) -> Result<bool> {
+        let body = encode(m)?;
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let owned: Option<i64> = tx
+            .query_row(
+                &format!("SELECT rowid FROM memories WHERE id = ?1 AND {}", owned_by(access, 2)),
+                params![m.id.to_string(), access.owner],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if owned.is_none() {
+            return Ok(false);
+        }
+        let rowid = write_row(&tx, m, &body)?;
+        if let Some(e) = embedding {
+            write_vector(&tx, rowid, e)?;
+        }
+        tx.commit()?;
+        Ok(true)
+    }
+
+    fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()> {
+        let conn = self.lock();
+        conn.execute(
+            "UPDATE memories SET body = json_set(body,
+                '$.access_count', coalesce(json_extract(body, '$.access_count'), 0) + 1,
+                '$.last_accessed_at', ?2)
+             WHERE id = ?1",
+            params![id.to_string(), at.to_rfc3339()],
+        )?;
+        Ok(())
+    }
+
+    fn delete(&self, access: &Access, id: &RecordId) -> Result<bool> {
+        let conn = self.lock();
+        let n = conn.execute(
+            &format!("DELETE FROM memories WHERE id = ?1 AND {}", owned_by(access, 2)),
+            params![id.to_string(), access.owner],
+        )?;
+        Ok(n > 0)
+    }
+
+    fn delete_scope(&self, access: &Access, scope: &Scope) -> Result<u64> {
+        let conn = self.lock();
+        let n = conn.execute(
+            &format!("DELETE FROM memories WHERE scope = ?1 AND {}", owned_by(access, 2)),
+            params![scope.as_str(), access.owner],
+        )?;
+        Ok(n as u64)
+    }
+
+    fn nearest(&self, q: &NearestQuery<'_>) -> Result<Vec<Neighbour>> {
+        let mut conn = self.lock();
+        // One read transaction: the index is synced to, and re-scored from, one snapshot.
+        let tx = conn.transaction()?;
+        let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        sync_index(&tx, &mut index)?;
+        let proposals = index.propose(q);
+        drop(index);
+        let mut stmt = tx.prepare_cached("SELECT model, vec FROM vectors WHERE memory = ?1")?;
+        let mut scored = Vec::with_capacity(proposals.len());
+        for p in proposals {
+            let row: Option<(String, Vec<u8>)> =
+                stmt.query_row([p.rowid], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+            if let Some((model, blob)) = row.filter(|(m, _)| m == q.model) {
+                debug_assert_eq!(model, q.model);
+                scored.push((spine_core::cosine(q.vector, &blob_to_vec(&blob)), p));
+            }
+        }
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.id.cmp(&a.1.id)));
+        let (mut seen, mut seen_active) = (0, 0);
+        let mut out = Vec::new();
+        for (score, p) in scored {
+            let states = p.markers.derive(q.now);
+            let active = states.is_empty();
+            let wanted = seen < q.any || (active && seen_active < q.active);
+            seen += 1;
+            seen_active += usize::from(active);
+            if wanted {
+                out.push(Neighbour { id: p.id, score, states });
+            }
+        }
+        Ok(out)
+    }
+
+    fn get_many(&self, ids: &[RecordId]) -> Result<Vec<Memory>> {
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached("SELECT body FROM memories WHERE id = ?1")?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(body) =
+                stmt.query_row([id.to_string()], |r| r.get::<_, String>(0)).optional()?
+            {
+                out.push(decode(&body)?);
+            }
+        }
+        Ok(out)
+    }
+
+    fn list(
+        &self,
+        access: &Access,
+        filter: &Filter,
+        gate: Gate,
+        cursor: Option<Cursor>,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<Memory>> {
+        let mut w = Where::new();
+        w.access(access);
+        w.filter(filter);
+        w.gate(gate);
+        if let Some(c) = cursor {
+            w.and(
+                "m.created_at < ? OR (m.created_at = ? AND m.id < ?)",
+                [
+                    Value::Integer(c.created_at.as_micros()),
+                    Value::Integer(c.created_at.as_micros()),
+                    Value::Text(c.id.to_string()),
+                ],
+            );
+        }
+        w.params.push(Value::Integer(limit as i64));
+        w.params.push(Value::Integer(offset as i64));
+        let conn = self.lock();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT m.body FROM memories m WHERE {} ORDER BY m.created_at DESC, m.id DESC
+             LIMIT ? OFFSET ?",
+            w.sql
+        ))?;
+        let bodies: Vec<String> =
+            stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
+        bodies.iter().map(|b| decode(b)).collect()
+    }
+
+    fn count(&self, access: &Access, filter: &Filter, gate: Gate) -> Result<u64> {
+        let mut w = Where::new();
+        w.access(access);
+        w.filter(filter);
+        w.gate(gate);
+        let conn = self.lock();
+        let n: i64 = conn.query_row(
+            &format!("SELECT count(*) FROM memories m WHERE {}", w.sql),
+            params_from_iter(w.params),
+            |r| r.get(0),
+        )?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    fn scopes(&self, access: &Access, filter: &Filter, limit: usize) -> Result<Vec<String>> {
+        // From the search index: a scan of its columns takes milliseconds where SQL's
+        // DISTINCT over the owner predicate reads every row (seconds at a million records).
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
+        sync_index(&tx, &mut index)?;
+        let mut scopes = index.scopes(access, filter);
+        scopes.truncate(limit);
+        Ok(scopes)
+    }
+
+    fn tag_counts(
+        &self,
+        access: &Access,
+        scope: Option<&Scope>,
+        gate: Gate,
+        limit: usize,
+    ) -> Result<Vec<TagCount>> {
+        let mut w = Where::new();
+        w.access(access);
+        if let Some(s) = scope {
+            w.and("m.scope = ?", [Value::Text(s.as_str().to_owned())]);
+        }
+        w.gate(gate);
+        w.params.push(Value::Integer(limit as i64));
+        let conn = self.lock();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT t.tag, COUNT(*) AS n FROM memory_tags t JOIN memories m ON m.rowid = t.memory
+             WHERE {} GROUP BY t.tag ORDER BY n DESC, t.tag ASC LIMIT ?",
+            w.sql
+        ))?;
+        let rows = stmt
+            .query_map(params_from_iter(w.params), |r| {
+                Ok(TagCount { tag: r.get(0)?, count: r.get::<_, i64>(1)? as u64 })
+            })?
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    fn supersede(
+        &self,
+        access: &Access,
+        new: &Memory,
+        embedding: Embedding<'_>,
+        targets: &[RecordId],
+        idempotency: Option<&IdempotencyEntry>,
+    ) -> Result<std::result::Result<(), SupersedeRejection>> {
+        let body = encode(new)?;
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut rejection = SupersedeRejection::default();
+        {
+            let mut check = tx.prepare_cached(&format!(
+                "SELECT category, superseded_by FROM memories WHERE id = ?1 AND {}",
+                owned_by(access, 2)
+            ))?;
+            for t in targets {
+                let row: Option<(String, Option<String>)> = check
+                    .query_row(params![t.to_string(), access.owner], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?;
+                match row {
+                    None => rejection.not_found.push(*t),
+                    Some((category, _)) if category == Category::Rule.as_str() => {
+                        rejection.rules.push(*t)
+                    }
+                    Some((_, Some(_))) => rejection.already_superseded.push(*t),
+                    Some(_) => {}
+                }
+            }
+        }
+        if !rejection.is_empty() {
+            return Ok(Err(rejection));
+        }
+        let rowid = write_row(&tx, new, &body)?;
+        write_vector(&tx, rowid, embedding)?;
+        {
+            let mut stamp = tx.prepare_cached(&format!(
+                "UPDATE memories SET superseded_by = ?1,
+                    body = json_set(body, '$.superseded_by', ?1, {STAMP_VERSION})
+                 WHERE id = ?3"
+            ))?;
+            for t in targets {
+                stamp.execute(params![new.id.to_string(), SCHEMA_VERSION, t.to_string()])?;
+            }
+        }
+        if let Some(e) = idempotency {
+            tx.execute(
+                "INSERT INTO idempotency (owner, key, fingerprint, id, short_id)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![access.owner, e.key, e.fingerprint, e.id.to_string(), e.short_id.as_str()],
+            )?;
+        }
+        tx.commit()?;
+        Ok(Ok(()))
+    }
+
+    fn idempotency(&self, access: &Access, key: &str) -> Result<Option<IdempotencyEntry>> {
+        let conn = self.lock();
+        let row: Option<(String, String, String)> = conn
+            .query_row(
+                "SELECT fingerprint, id, short_id FROM idempotency WHERE owner = ?1 AND key = ?2",
+                params![access.owner, key],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()?;
+        row.map(|(fingerprint, id, short)| {
+            Ok(IdempotencyEntry {
+                key: key.to_owned(),
+                fingerprint,
+                id: RecordId::parse(&id)
+                    .ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))?,
+                short_id: ShortId::parse(&short)
+                    .ok_or_else(|| StoreError::Corrupt(format!("bad short id {short}")))?,
+            })
+        })
+        .transpose()
+    }
+
+    fn set_archived(
+        &self,
+        access: &Access,
+        ids: &[RecordId],
+        at: Option<EpochSeconds>,
+    ) -> Result<Vec<bool>> {
+        let mut conn = self.lock();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let mut out = Vec::with_capacity(ids.len());
+        {
+            let mut stmt = match at {
+                Some(_) => tx.prepare_cached(&format!(
+                    "UPDATE memories SET archived_at = ?1,
+                        body = json_set(body, '$.archived_at', ?2, {STAMP_VERSION})
+                     WHERE id = ?4 AND {} AND archived_at IS NULL",
+                    owned_by(access, 5)
+                ))?,
+                None => tx.prepare_cached(&format!(
+                    "UPDATE memories SET archived_at = NULL,
+                        body = json_set(json_remove(body, '$.archived_at'), {STAMP_VERSION})
+                     WHERE id = ?2 AND {} AND archived_at IS NOT NULL",
+                    owned_by(access, 3)
+                ))?,
+            };
+            for id in ids {
+                let n = match at {
+                    Some(t) => stmt.execute(params![
+                        t.as_secs(),
+                        t.to_rfc3339(),
+                        SCHEMA_VERSION,
+                        id.to_string(),
+                        access.owner
+                    ])?,
+                    None => stmt.execute(params![SCHEMA_VERSION, id.to_string(), access.owner])?,
+                };
+                out.push(n > 0);
+            }
+        }
+        tx.commit()?;
+        Ok(out)
+    }
+
+    fn with_any_tag(
+        &self,
+        access: &Access,
+        tags: &[String],
+        gate: Gate,
+        exclude: &RecordId,
+        limit: usize,
+    ) -> Result<Vec<Memory>> {
+        if tags.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut w = Where::new();
+        w.access(access);
+        w.gate(gate);
+        w.and("m.id <> ?", [Value::Text(exclude.to_string())]);
+        let marks = vec!["?"; tags.len()].join(", ");
+        w.and(
+            &format!(
+                "EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory = m.rowid AND t.tag IN ({marks}))"
+            ),
+            tags.iter().map(|t| Value::Text(t.clone())),
+        );
+        self.select_recent(w, limit)
+    }
+
+    fn with_any_citation(
+        &self,
+        access: &Access,
+        citations: &[Citation],
+        gate: Gate,
+        exclude: &RecordId,
+        limit: usize,
+    ) -> Result<Vec<Memory>> {
+        if citations.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut w = Where::new();
+        w.access(access);
+        w.gate(gate);
+        w.and("m.id <> ?", [Value::Text(exclude.to_string())]);
+        let pairs = vec![
+            "(json_extract(c.value, '$.kind') = ? AND json_extract(c.value, '$.ref') = ?)";
+            citations.len()
+        ]
+        .join(" OR ");
+        w.and(
+            &format!("EXISTS (SELECT 1 FROM json_each(m.body, '$.citations') c WHERE {pairs})"),
+            citations.iter().flat_map(|c| {
+                [Value::Text(c.kind.as_str().to_owned()), Value::Text(c.reference.clone())]
+            }),
+        );
+        self.select_recent(w, limit)
+    }
+
+    fn vector(&self, id: &RecordId, model: &str) -> Result<Option<Vec<f32>>> {
+        let conn = self.lock();
+        let blob: Option<Vec<u8>> = conn
+            .query_row(
+                "SELECT v.vec FROM vectors v JOIN memories m ON m.rowid = v.memory
+                 WHERE m.id = ?1 AND v.model = ?2",
+                params![id.to_string(), model],
+                |r| r.get(0),
+            )
+            .optional()?;
+        Ok(blob.map(|b| blob_to_vec(&b)))
+    }
+
+    fn list_oldest(
+        &self,
+        access: &Access,
+        filter: &Filter,
+        gate: Gate,
+        limit: usize,
+    ) -> Result<Vec<Memory>> {
+        let mut w = Where::new();
+        w.access(access);
+        w.filter(filter);
+        w.gate(gate);
+        w.params.push(Value::Integer(limit as i64));
+        let conn = self.lock();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT m.body FROM memories m WHERE {} ORDER BY m.created_at ASC, m.id ASC LIMIT ?",
+            w.sql
+        ))?;
+        let bodies: Vec<String> =
+            stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
+        bodies.iter().map(|b| decode(b)).collect()
+    }
+
+    fn embedder_models(&self) -> Result<Vec<(String, u64)>> {
+        let conn = self.lock();
+        let mut stmt =
+            conn.prepare("SELECT model, COUNT(*) FROM vectors GROUP BY model ORDER BY model")?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)? as u64)))?
+            .collect::<Result<_, _>>()?;
+        Ok(rows)
+    }
+
+    fn needing_embedding(
+        &self,
+        model: &str,
+        after: Option<RecordId>,
+        limit: usize,
+    ) -> Result<Vec<(RecordId, String)>> {
+        // Ids are lowercase hyphenated UUIDs, so text order is id order and '' precedes all.
+        let after = after.map(|a| a.to_string()).unwrap_or_default();
+        let conn = self.lock();
+        let mut stmt = conn.prepare_cached(
+            "SELECT m.id, coalesce(json_extract(m.body, '$.content'), '')
+             FROM memories m LEFT JOIN vectors v ON v.memory = m.rowid
+             WHERE (v.memory IS NULL OR v.model <> ?1) AND m.id > ?2
+             ORDER BY m.id LIMIT ?3",
+        )?;
+        let rows = stmt.query_map(params![model, after, limit as i64], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, content) = row?;
+            let id =
+                RecordId::parse(&id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))?;
+            out.push((id, content));
+        }
+        Ok(out)
+    }
+
+    fn set_vector(&self, id: &RecordId, embedding: Embedding<'_>) -> Result<bool> {
+        let mut conn = self.lock();
+        let tx = conn.transaction()?;
+        let rowid: Option<i64> = tx
+            .query_row("SELECT rowid FROM memories WHERE id = ?1", [id.to_string()], |r| r.get(0))
+            .optional()?;
+        let Some(rowid) = rowid else {
+            return Ok(false);
+        };
+        write_vector(&tx, rowid, embedding)?;
+        tx.commit()?;
+        Ok(true)
+    }
+}
+
+impl SqliteStore {
+    /// Rows matching `w`, most recent first, at most `limit`.
+    fn select_recent(&self, mut w: Where, limit: usize) -> Result<Vec<Memory>> {
+        w.params.push(Value::Integer(limit as i64));
+        let conn = self.lock();
+        let mut stmt = conn.prepare(&format!(
+            "SELECT m.body FROM memories m WHERE {} ORDER BY m.created_at DESC, m.id DESC LIMIT ?",
+            w.sql
+        ))?;
+        let bodies: Vec<String> =
+            stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
+        bodies.iter().map(|b| decode(b)).collect()
+    }
+}

@@ -1,0 +1,109 @@
+//! The operator as a kind of caller: [`Access::operator`] reads and changes every owner's
+//! records (legacy ones without an owner key included) through the same [`Store`] methods
+//! the tools use, while owners' accesses stay confined.
+
+use spine_core::{
+    Caller, Category, EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, Source, Timestamp,
+};
+use spine_store::{Access, Embedding, Filter, Gate, NearestQuery, ScopeFilter, SqliteStore, Store};
+
+const SCOPE: &str = "acme:project:ops";
+
+fn record(caller: &Caller, short: &ShortId, content: &str) -> Memory {
+    Memory::new(
+        short.clone(),
+        content.into(),
+        Scope::parse("scope", SCOPE).unwrap(),
+        Source::UserSaid,
+        Category::Decision,
+        caller,
+        Timestamp::from_micros(1_700_000_000_000_000),
+    )
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    store: SqliteStore,
+    alice: Memory,
+    bob: Memory,
+    legacy: Memory,
+}
+
+/// Alice's and Bob's private records share a short id; a legacy record has no owner key.
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let shared = ShortId::mint();
+    let alice = record(&Caller::authenticated("a", "alice"), &shared, "alice's");
+    let bob = record(&Caller::authenticated("b", "bob"), &shared, "bob's");
+    let mut legacy = record(&Caller::anonymous(), &ShortId::mint(), "legacy");
+    legacy.owner = None;
+    for m in [&alice, &bob, &legacy] {
+        store.insert(m, Embedding { model: "m", vector: &[1.0, 0.0] }).unwrap();
+    }
+    Fixture { _dir: dir, store, alice, bob, legacy }
+}
+
+fn ids(records: &[Memory]) -> Vec<RecordId> {
+    let mut out: Vec<RecordId> = records.iter().map(|m| m.id).collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn the_operator_reads_every_owner_and_legacy_records() {
+    let f = fixture();
+    let op = Access::operator();
+    assert!(op.is_operator());
+    let all = f.store.list(&op, &Filter::new(ScopeFilter::All), Gate::Off, None, 0, 10).unwrap();
+    assert_eq!(ids(&all), ids(&[f.alice.clone(), f.bob.clone(), f.legacy.clone()]));
+    assert_eq!(f.store.count(&op, &Filter::new(ScopeFilter::All), Gate::Off).unwrap(), 3);
+    let legacy = f.store.resolve(&op, &IdRef::Id(f.legacy.id)).unwrap();
+    assert_eq!(legacy.map(|m| m.id), Some(f.legacy.id));
+    let q = NearestQuery {
+        access: &op,
+        filter: &Filter::new(ScopeFilter::All),
+        model: "m",
+        vector: &[1.0, 0.0],
+        now: Timestamp::from_micros(1_800_000_000_000_000),
+        any: 10,
+        active: 10,
+        exclude: None,
+    };
+    assert_eq!(f.store.nearest(&q).unwrap().len(), 3, "the index has no owner predicate either");
+
+    // An owner still sees only their own; the legacy record is nobody's.
+    let alice = Access::read(&Caller::authenticated("a", "alice"));
+    let theirs = f.store.list(&alice, &Filter::new(ScopeFilter::All), Gate::Off, None, 0, 10);
+    assert_eq!(ids(&theirs.unwrap()), vec![f.alice.id]);
+    assert_eq!(f.store.resolve(&alice, &IdRef::Id(f.legacy.id)).unwrap(), None);
+}
+
+#[test]
+fn a_shared_short_id_lists_its_records_for_the_operator_and_resolves_to_none() {
+    let f = fixture();
+    let short = IdRef::Short(f.alice.short_id.clone());
+    let op = Access::operator();
+    let found = f.store.matching(&op, &short, 50).unwrap();
+    assert_eq!(ids(&found), ids(&[f.alice.clone(), f.bob.clone()]));
+    assert_eq!(f.store.matching(&op, &short, 1).unwrap().len(), 1, "limit holds");
+    assert_eq!(f.store.resolve(&op, &short).unwrap(), None, "ambiguous is none (SPEC Errors 2)");
+    // Alice reads only hers, so for her the short id is not ambiguous.
+    let alice = Access::read(&Caller::authenticated("a", "alice"));
+    assert_eq!(f.store.resolve(&alice, &short).unwrap().map(|m| m.id), Some(f.alice.id));
+}
+
+#[test]
+fn the_operator_archives_and_restores_any_record_an_owner_only_their_own() {
+    let f = fixture();
+    let at = Some(EpochSeconds::from_secs(1_750_000_000));
+    let alice = Access::owned(&Caller::authenticated("a", "alice"));
+    assert_eq!(f.store.set_archived(&alice, &[f.bob.id, f.alice.id], at).unwrap(), [false, true]);
+    let op = Access::operator();
+    let targets = [f.alice.id, f.bob.id, f.legacy.id, RecordId::mint()];
+    assert_eq!(f.store.set_archived(&op, &targets, at).unwrap(), [false, true, true, false]);
+    let archived = f.store.get_many(&[f.bob.id, f.legacy.id]).unwrap();
+    assert!(archived.iter().all(|m| m.archived_at.is_some()));
+    assert_eq!(f.store.set_archived(&op, &targets, None).unwrap(), [true, true, true, false]);
+    assert!(f.store.get_many(&targets).unwrap().iter().all(|m| m.archived_at.is_none()));
+}
