@@ -18,11 +18,10 @@ mod verify;
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::{Args, Subcommand};
-use serde::Serialize;
-use spine_core::{Clock, IdRef, Memory, RecordId, Scope, SystemClock, Timestamp};
-use spine_store::{Access, ReviewStore, SqliteStore, StateCounts, Store};
+use spine_core::{Clock, Scope, SystemClock, Timestamp};
+use spine_store::{SqliteStore, StateCounts};
 
 use crate::embedder::EmbedderArgs;
 use crate::ops::{OutputArgs, ScopeArgs, count};
@@ -79,11 +78,6 @@ pub struct ArchiveArgs {
     #[command(flatten)]
     output: OutputArgs,
 }
-
-/// Most ids per archive / restore, as archive_memory (SPEC Limits).
-const MAX_IDS: usize = 1000;
-/// Records named in an `ambiguous` outcome, at most.
-const MAX_CANDIDATES: usize = 50;
 
 /// A `spine-review` command whose flags were checked (before the store is opened, so
 /// misuse changes nothing).
@@ -143,62 +137,13 @@ fn scope_label(scope: Option<&Scope>) -> String {
     scope.map_or_else(|| "every scope".to_owned(), |s| s.as_str().to_owned())
 }
 
-/// A record's content on one line, at most `max` characters.
-fn preview(content: &str, max: usize) -> String {
-    let line = content.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.chars().count() <= max {
-        return line;
-    }
-    let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
-/// A record as listed by consolidate and archive / restore.
-#[derive(Debug, Clone, Serialize)]
-struct RecordView {
-    id: RecordId,
-    short_id: String,
-    scope: String,
-    category: String,
-    created_at: Timestamp,
-    content: String,
-}
-
-impl RecordView {
-    fn of(m: &Memory) -> Self {
-        RecordView {
-            id: m.id,
-            short_id: m.short_id.to_string(),
-            scope: m.scope.as_str().to_owned(),
-            category: m.category.as_str().to_owned(),
-            created_at: m.created_at,
-            content: preview(&m.content, 120),
-        }
-    }
-}
-
 /// Prints stdout now (before an early exit).
 pub fn flush() {
     let _ = std::io::stdout().flush();
 }
 
-#[derive(Serialize)]
-struct ScanReport {
-    now: Timestamp,
-    scope: Option<String>,
-    total: StateCounts,
-    scopes: Vec<StateCounts>,
-}
-
 fn scan(store: &SqliteStore, scope: Option<&Scope>, output: OutputArgs) -> Result<()> {
-    let now = now();
-    let scopes = store.state_counts(scope, now)?;
-    let mut total = StateCounts::default();
-    for s in &scopes {
-        total.add(s);
-    }
-    let report = ScanReport { now, scope: scope.map(|s| s.as_str().to_owned()), total, scopes };
+    let report = spine_ops::review::scan(store, scope, now())?;
     output.print(&report, || {
         let width = report.scopes.iter().map(|s| s.scope.chars().count()).max().unwrap_or(0).max(5);
         println!(
@@ -233,72 +178,9 @@ fn scan(store: &SqliteStore, scope: Option<&Scope>, output: OutputArgs) -> Resul
     })
 }
 
-#[derive(Serialize)]
-struct ArchiveOutcome {
-    input: String,
-    /// The resolved record's id; empty when the input named none.
-    id: String,
-    short_id: String,
-    scope: String,
-    outcome: &'static str,
-    /// On `ambiguous`: every record whose short_id the input matched.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    candidates: Vec<String>,
-}
-
-#[derive(Serialize)]
-struct ArchiveReport {
-    results: Vec<ArchiveOutcome>,
-}
-
-/// archive (`archive` = true) or restore, like archive_memory / restore_memory for any
-/// owner's record: one outcome per `--id` in input order (`archived` / `already_archived`,
-/// `restored` / `not_archived`, `not_found`, or `ambiguous` for a short_id several records
-/// share), every found record flipped in one transaction. A malformed id refuses the call.
+/// archive (`archive` = true) or restore any owner's records, one outcome per `--id`.
 fn set_archived(store: &SqliteStore, a: ArchiveArgs, archive: bool) -> Result<()> {
-    if a.ids.len() > MAX_IDS {
-        bail!("--id given {} times; at most {MAX_IDS} per call", a.ids.len());
-    }
-    let refs: Vec<IdRef> = a
-        .ids
-        .iter()
-        .map(|input| IdRef::parse("--id", input).map_err(|e| anyhow::anyhow!("{}", e.message)))
-        .collect::<Result<_>>()?;
-    let mut results = Vec::with_capacity(a.ids.len());
-    let mut found = Vec::new();
-    for (input, r) in a.ids.into_iter().zip(&refs) {
-        let mut outcome = ArchiveOutcome {
-            input,
-            id: String::new(),
-            short_id: String::new(),
-            scope: String::new(),
-            outcome: "not_found",
-            candidates: Vec::new(),
-        };
-        match store.matching(&Access::operator(), r, MAX_CANDIDATES)?.as_slice() {
-            [] => {}
-            [m] => {
-                outcome.id = m.id.to_string();
-                outcome.short_id = m.short_id.to_string();
-                outcome.scope = m.scope.as_str().to_owned();
-                found.push((results.len(), m.id));
-            }
-            many => {
-                outcome.outcome = "ambiguous";
-                outcome.candidates = many.iter().map(|m| m.id.to_string()).collect();
-            }
-        }
-        results.push(outcome);
-    }
-    let ids: Vec<RecordId> = found.iter().map(|(_, id)| *id).collect();
-    let at = archive.then(|| now().to_epoch_seconds());
-    let flips = store.set_archived(&Access::operator(), &ids, at)?;
-    let (changed, unchanged) =
-        if archive { ("archived", "already_archived") } else { ("restored", "not_archived") };
-    for ((row, _), flipped) in found.into_iter().zip(flips) {
-        results[row].outcome = if flipped { changed } else { unchanged };
-    }
-    let report = ArchiveReport { results };
+    let report = spine_ops::review::set_archived(store, a.ids, archive, now())?;
     a.output.print(&report, || {
         for r in &report.results {
             match r.outcome {
@@ -312,16 +194,4 @@ fn set_archived(store: &SqliteStore, a: ArchiveArgs, archive: bool) -> Result<()
             }
         }
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn previews_are_one_line_and_bounded() {
-        assert_eq!(preview("a\n  b\tc", 10), "a b c");
-        assert_eq!(preview("abcdefghij", 5), "abcd…");
-        assert_eq!(preview("ééééé", 5), "ééééé");
-    }
 }

@@ -10,20 +10,14 @@
 //! successor is newer than its targets, chains cannot loop, a record gets at most one
 //! successor, and several near-copies collapse onto the newest one.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::Args;
-use serde::Serialize;
-use simsimd::SpatialSimilarity;
 use spine_core::Scope;
-use spine_ops::Progress as _;
-use spine_store::{ConsolidationCandidate, ConsolidationLink, ReviewStore, SqliteStore};
+use spine_ops::review::consolidate::{DEFAULT_THRESHOLD, Report, check_threshold, consolidate};
+use spine_store::SqliteStore;
 
-use super::{RecordView, scope_label};
+use super::scope_label;
 use crate::ops::{OutputArgs, Progress, ScopeArgs, count};
-
-/// The default similarity above which two records count as near-duplicates: paraphrases
-/// score lower; copies differing in punctuation, case or a word score higher.
-pub const DEFAULT_THRESHOLD: f32 = 0.95;
 
 /// `spine-review consolidate` flags.
 #[derive(Debug, Args)]
@@ -53,176 +47,15 @@ impl ConsolidateArgs {
     /// Checks the flags before anything is opened.
     pub fn validate(self) -> Result<Plan> {
         let scope = self.scope.resolve()?;
-        if !(self.threshold > 0.0 && self.threshold <= 1.0) {
-            bail!(
-                "--threshold must be a cosine similarity above 0 and at most 1; got {}",
-                self.threshold
-            );
-        }
-        Ok(Plan { scope, threshold: self.threshold, apply: self.apply, output: self.output })
+        let threshold = check_threshold(self.threshold)?;
+        Ok(Plan { scope, threshold, apply: self.apply, output: self.output })
     }
 }
 
-/// `v` scaled to unit length (a zero vector stays zero and matches nothing).
-fn unit(v: &[f32]) -> Vec<f32> {
-    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm == 0.0 || !norm.is_finite() {
-        return vec![0.0; v.len()];
-    }
-    v.iter().map(|x| x / norm).collect()
-}
-
-/// The dot product, with SIMD kernels chosen at run time (`simsimd`, as the search index):
-/// a group of n records costs n²/2 of these.
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    f32::dot(a, b).unwrap_or(0.0) as f32
-}
-
-/// For records ordered oldest first, `successor[i]`: the newest later record at least
-/// `threshold` similar to record i, with the similarity. `tick` runs once per record.
-fn successors(
-    vectors: &[Vec<f32>],
-    threshold: f32,
-    mut tick: impl FnMut(),
-) -> Vec<Option<(usize, f32)>> {
-    let units: Vec<Vec<f32>> = vectors.iter().map(|v| unit(v)).collect();
-    let mut out = vec![None; units.len()];
-    for i in 0..units.len() {
-        // Newest first: the first match is the successor.
-        for j in (i + 1..units.len()).rev() {
-            if units[i].len() != units[j].len() {
-                continue;
-            }
-            let s = dot(&units[i], &units[j]);
-            if s >= threshold {
-                out[i] = Some((j, s));
-                break;
-            }
-        }
-        tick();
-    }
-    out
-}
-
-#[derive(Serialize)]
-struct Target {
-    #[serde(flatten)]
-    record: RecordView,
-    similarity: f32,
-    /// `proposed`, `applied` or `skipped`.
-    status: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    skipped: Option<String>,
-}
-
-#[derive(Serialize)]
-struct Proposal {
-    owner: String,
-    visibility: String,
-    successor: RecordView,
-    supersedes: Vec<Target>,
-}
-
-#[derive(Serialize)]
-struct Summary {
-    compared: u64,
-    proposals: usize,
-    targets: usize,
-    applied: usize,
-    skipped: usize,
-}
-
-#[derive(Serialize)]
-struct Report {
-    scope: Option<String>,
-    threshold: f32,
-    applied: bool,
-    summary: Summary,
-    proposals: Vec<Proposal>,
-}
-
+/// `spine-review consolidate` on `store`.
 pub fn run(store: &SqliteStore, plan: Plan) -> Result<()> {
     let scope = plan.scope.as_ref();
-    let groups = store.consolidation_groups(scope)?;
-    let total: u64 = groups.iter().filter(|g| g.records > 1).map(|g| g.records).sum();
-    let mut progress = Progress::new("comparing", total);
-    let mut proposals: Vec<Proposal> = Vec::new();
-    let mut links: Vec<ConsolidationLink> = Vec::new();
-    let mut compared = 0u64;
-    for g in groups.iter().filter(|g| g.records > 1) {
-        let records: Vec<ConsolidationCandidate> = store.consolidation_candidates(g)?;
-        let vectors: Vec<Vec<f32>> = records.iter().map(|r| r.vector.clone()).collect();
-        let found = successors(&vectors, plan.threshold, || progress.advance(1));
-        compared += records.len() as u64;
-        // One proposal per successor, targets oldest first, successors in creation order.
-        let mut by_successor: Vec<(usize, Vec<(usize, f32)>)> = Vec::new();
-        for (i, s) in found.iter().enumerate() {
-            let Some((j, sim)) = *s else { continue };
-            match by_successor.iter_mut().find(|(s, _)| *s == j) {
-                Some((_, targets)) => targets.push((i, sim)),
-                None => by_successor.push((j, vec![(i, sim)])),
-            }
-        }
-        by_successor.sort_by_key(|(j, _)| *j);
-        for (j, targets) in by_successor {
-            let successor = &records[j];
-            for (i, _) in &targets {
-                links.push(ConsolidationLink {
-                    target: records[*i].record.id,
-                    target_digest: records[*i].digest.clone(),
-                    successor: successor.record.id,
-                    successor_digest: successor.digest.clone(),
-                });
-            }
-            proposals.push(Proposal {
-                owner: g.owner.clone(),
-                visibility: g.visibility.clone(),
-                successor: RecordView::of(&successor.record),
-                supersedes: targets
-                    .into_iter()
-                    .map(|(i, similarity)| Target {
-                        record: RecordView::of(&records[i].record),
-                        similarity,
-                        status: "proposed",
-                        skipped: None,
-                    })
-                    .collect(),
-            });
-        }
-    }
-    progress.finish();
-
-    let (mut applied, mut skipped) = (0, 0);
-    if plan.apply && !links.is_empty() {
-        // Links were pushed in the order proposals list their targets.
-        let mut outcomes = store.apply_consolidation(&links)?.into_iter();
-        for t in proposals.iter_mut().flat_map(|p| p.supersedes.iter_mut()) {
-            match outcomes.next().flatten() {
-                None => {
-                    t.status = "applied";
-                    applied += 1;
-                }
-                Some(why) => {
-                    t.status = "skipped";
-                    t.skipped = Some(why);
-                    skipped += 1;
-                }
-            }
-        }
-    }
-    let report = Report {
-        scope: scope.map(|s| s.as_str().to_owned()),
-        threshold: plan.threshold,
-        applied: plan.apply,
-        summary: Summary {
-            compared,
-            proposals: proposals.len(),
-            targets: links.len(),
-            applied,
-            skipped,
-        },
-        proposals,
-    };
+    let report = consolidate(store, scope, plan.threshold, plan.apply, &mut Progress::default())?;
     plan.output.print(&report, || print_human(&report, scope))
 }
 
@@ -262,49 +95,5 @@ fn print_human(report: &Report, scope: Option<&Scope>) {
         println!("{what}; nothing written (run again with --apply to apply them)");
     } else {
         println!("{what}; nothing to consolidate");
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_record_goes_to_the_newest_similar_newer_record() {
-        let a = vec![1.0, 0.0, 0.0];
-        let near_a = vec![0.99, 0.05, 0.0];
-        let b = vec![0.0, 1.0, 0.0];
-        let near_both = vec![0.7, 0.7, 0.0];
-        // Oldest first: a, b, near_a, near_both.
-        let found = successors(&[a, b, near_a, near_both], 0.95, || {});
-        assert_eq!(
-            found.iter().map(|f| f.map(|(j, _)| j)).collect::<Vec<_>>(),
-            [Some(2), None, None, None]
-        );
-        assert!(found[0].unwrap().1 > 0.99);
-    }
-
-    #[test]
-    fn copies_collapse_onto_the_newest_and_never_point_backwards() {
-        let v = vec![0.3, 0.4, 0.5, 0.1, 0.2, 0.7, 0.1, 0.9, 0.3];
-        let found = successors(&[v.clone(), v.clone(), v.clone()], 0.95, || {});
-        assert_eq!(
-            found.iter().map(|f| f.map(|(j, _)| j)).collect::<Vec<_>>(),
-            [Some(2), Some(2), None]
-        );
-    }
-
-    #[test]
-    fn zero_and_mismatched_vectors_match_nothing() {
-        let found = successors(&[vec![0.0, 0.0], vec![0.0, 0.0], vec![1.0, 0.0, 0.0]], 0.5, || {});
-        assert!(found.iter().all(Option::is_none));
-    }
-
-    #[test]
-    fn dot_of_unit_vectors_is_the_cosine() {
-        let a: Vec<f32> = (0..19).map(|i| i as f32 * 0.3 - 2.0).collect();
-        let b: Vec<f32> = (0..19).map(|i| (i as f32).sin()).collect();
-        let d = dot(&unit(&a), &unit(&b));
-        assert!((d - spine_core::cosine(&a, &b)).abs() < 1e-5);
     }
 }
