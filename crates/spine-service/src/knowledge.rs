@@ -242,9 +242,8 @@ impl Service {
         let access = Access::read(caller);
         let now = self.clock.now();
         // The recall gate: only active records are ranked.
-        let scored: Vec<(f32, RecordId)> = self
-            .store
-            .nearest(&NearestQuery {
+        let hits = self
+            .retrieve(&NearestQuery {
                 access: &access,
                 filter: &filter,
                 model: self.embedder.model_id(),
@@ -253,14 +252,10 @@ impl Service {
                 any: 0,
                 active: k,
                 exclude: None,
-            })
-            .map_err(store_error)?
-            .into_iter()
-            .map(|n| (n.score, n.id))
-            .collect();
-        let ids: Vec<RecordId> = scored.iter().map(|(_, id)| *id).collect();
-        let score_of: HashMap<RecordId, f32> = scored.iter().map(|(s, id)| (*id, *s)).collect();
-        let nearest = self.store.get_many(&ids).map_err(store_error)?;
+            })?
+            .hits;
+        let score_of: HashMap<RecordId, f32> = hits.iter().map(|(s, m)| (m.id, *s)).collect();
+        let nearest: Vec<Memory> = hits.into_iter().map(|(_, m)| m).collect();
         // SPEC search_discovery: the reranker reorders the vector-similarity order.
         let discoveries = self
             .apply_reranker(&a.query, nearest, |m| &m.content)

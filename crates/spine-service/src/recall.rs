@@ -14,6 +14,14 @@ use crate::views::{
 };
 use crate::{SCOPE_CEILING, Service, rank, store_error};
 
+/// What [`Service::retrieve`] found.
+pub(crate) struct Retrieved {
+    /// Recall-visible records with their exact cosine to the query, best first.
+    pub(crate) hits: Vec<(f32, spine_core::Memory)>,
+    /// What the gate hid among the nearest of any state.
+    pub(crate) hidden: GateHidden,
+}
+
 /// `scope` is required unless `cross_spine` is true, in which case it is ignored.
 fn scope_filter(scope: Option<&str>, cross_spine: bool) -> Result<ScopeFilter, Error> {
     scope_filter_with(scope, cross_spine, |s| Scope::parse("scope", s))
@@ -132,6 +140,24 @@ impl Service {
         }
     }
 
+    /// The one retrieval path of search_memory, search_discovery and related_memories: the
+    /// `q.active` nearest recall-visible records with their exact cosines, best first, read
+    /// from one snapshot, and what the gate hid among the `q.any` nearest of any state
+    /// (SPEC search rule 4).
+    pub(crate) fn retrieve(&self, q: &NearestQuery<'_>) -> Result<Retrieved, Error> {
+        let nearest = self.store.nearest(q).map_err(store_error)?;
+        let mut hidden = GateHidden::default();
+        for n in nearest.iter().take(q.any) {
+            hidden.count(&n.states);
+        }
+        let hits = nearest
+            .into_iter()
+            .filter_map(|n| n.record.filter(|_| n.states.is_empty()).map(|m| (n.score, m)))
+            .take(q.active)
+            .collect();
+        Ok(Retrieved { hits, hidden })
+    }
+
     /// search_memory: the k nearest recall-visible memories, dense + lexical ordering.
     pub fn search_memory(
         &self,
@@ -154,44 +180,20 @@ impl Service {
         let access = Access::read(caller);
         let now = self.clock.now();
         let pool_size = rank::rerank_pool(k);
-        let nearest = self
-            .store
-            .nearest(&NearestQuery {
-                access: &access,
-                filter: &filter,
-                model: self.embedder.model_id(),
-                vector: &query_vec,
-                now,
-                any: k,
-                active: pool_size,
-                exclude: None,
-            })
-            .map_err(store_error)?;
-
-        // SPEC search rule 4: among the k nearest of the ungated ordering, what did the gate hide?
-        let mut hidden = GateHidden::default();
-        for n in nearest.iter().take(k) {
-            hidden.count(&n.states);
-        }
-
-        let pool: Vec<(f32, RecordId)> = nearest
-            .iter()
-            .filter(|n| n.states.is_empty())
-            .take(pool_size)
-            .map(|n| (n.score, n.id))
-            .collect();
+        let Retrieved { hits, hidden } = self.retrieve(&NearestQuery {
+            access: &access,
+            filter: &filter,
+            model: self.embedder.model_id(),
+            vector: &query_vec,
+            now,
+            any: k,
+            active: pool_size,
+            exclude: None,
+        })?;
         // SPEC search rule 1: the pool re-ordered by cosine plus normalised BM25.
-        // get_many skips a record deleted since the scan; keep the others with their scores.
-        let ids: Vec<RecordId> = pool.iter().map(|(_, id)| *id).collect();
-        let mut records: std::collections::HashMap<RecordId, spine_core::Memory> = self
-            .store
-            .get_many(&ids)
-            .map_err(store_error)?
-            .into_iter()
-            .map(|m| (m.id, m))
-            .collect();
-        let pool: Vec<(f32, RecordId)> =
-            pool.into_iter().filter(|(_, id)| records.contains_key(id)).collect();
+        let pool: Vec<(f32, RecordId)> = hits.iter().map(|(score, m)| (*score, m.id)).collect();
+        let mut records: std::collections::HashMap<RecordId, spine_core::Memory> =
+            hits.into_iter().map(|(_, m)| (m.id, m)).collect();
         let docs: Vec<Vec<String>> = pool
             .iter()
             .map(|(_, id)| {

@@ -279,28 +279,18 @@ impl Service {
             None => self.embed_one(&anchor.content)?,
         };
         let filter = Filter::new(ScopeFilter::One(anchor.scope.clone()));
-        let scored: Vec<(f32, RecordId)> = self
-            .store
-            .nearest(&NearestQuery {
-                access,
-                filter: &filter,
-                model,
-                vector: &anchor_vec,
-                now,
-                any: 0,
-                active: k,
-                exclude: Some(anchor.id),
-            })
-            .map_err(store_error)?
-            .into_iter()
-            .map(|n| (n.score, n.id))
-            .collect();
-        let ids: Vec<RecordId> = scored.iter().map(|(_, id)| *id).collect();
-        let scores: HashMap<RecordId, f32> = scored.into_iter().map(|(s, id)| (id, s)).collect();
-        for m in self.store.get_many(&ids).map_err(store_error)? {
-            if let Some(&score) = scores.get(&m.id) {
-                out.add(m, Edge::vector(score));
-            }
+        let found = self.retrieve(&NearestQuery {
+            access,
+            filter: &filter,
+            model,
+            vector: &anchor_vec,
+            now,
+            any: 0,
+            active: k,
+            exclude: Some(anchor.id),
+        })?;
+        for (score, m) in found.hits {
+            out.add(m, Edge::vector(score));
         }
         Ok(())
     }

@@ -209,6 +209,10 @@ pub struct Neighbour {
     pub score: f32,
     /// Its states at the query's `now`; empty means active.
     pub states: Vec<spine_core::State>,
+    /// The record itself when it is active (recall-visible), read in the same snapshot as
+    /// the scan that proposed it; `None` for a record the gate hides (only its states are
+    /// needed, SPEC search rule 4).
+    pub record: Option<Memory>,
 }
 
 /// A tag and how many records carry it.
@@ -299,6 +303,8 @@ pub trait Store: Send + Sync {
     /// active ones, best first (score descending, then id descending). The filters are exact;
     /// the nearest are found through the in-memory index (see `index.rs`), whose quantised
     /// stages reach recall@10 ≥ 0.99 against an exact scan; scores are exact cosines.
+    /// Active neighbours carry their record, read in the same read transaction as the scan,
+    /// so a search never sees a record half-way through a concurrent change.
     fn nearest(&self, q: &NearestQuery<'_>) -> Result<Vec<Neighbour>>;
 
     /// Records by id, in the order given; ids that no longer exist are skipped. Callers

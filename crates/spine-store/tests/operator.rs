@@ -107,3 +107,31 @@ fn the_operator_archives_and_restores_any_record_an_owner_only_their_own() {
     assert_eq!(f.store.set_archived(&op, &targets, None).unwrap(), [true, true, true, false]);
     assert!(f.store.get_many(&targets).unwrap().iter().all(|m| m.archived_at.is_none()));
 }
+
+#[test]
+fn nearest_returns_active_records_with_their_payload_and_hidden_ones_without() {
+    let f = fixture();
+    let op = Access::operator();
+    f.store.set_archived(&op, &[f.bob.id], Some(EpochSeconds::from_secs(1_750_000_000))).unwrap();
+    let filter = Filter::new(ScopeFilter::All);
+    let q = NearestQuery {
+        access: &op,
+        filter: &filter,
+        model: "m",
+        vector: &[1.0, 0.0],
+        now: Timestamp::from_micros(1_800_000_000_000_000),
+        any: 10,
+        active: 10,
+        exclude: None,
+    };
+    let found = f.store.nearest(&q).unwrap();
+    assert_eq!(found.len(), 3);
+    for n in &found {
+        match n.states.is_empty() {
+            true => assert_eq!(n.record.as_ref().map(|m| m.id), Some(n.id)),
+            false => assert_eq!((n.id, n.record.as_ref()), (f.bob.id, None)),
+        }
+    }
+    let alice = found.iter().find(|n| n.id == f.alice.id).unwrap();
+    assert_eq!(alice.record.as_ref().unwrap().content, "alice's");
+}

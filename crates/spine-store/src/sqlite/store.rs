@@ -131,6 +131,7 @@ impl Store for SqliteStore {
         scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.id.cmp(&a.1.id)));
         let (mut seen, mut seen_active) = (0, 0);
         let mut out = Vec::new();
+        let mut body = tx.prepare_cached("SELECT body FROM memories WHERE rowid = ?1")?;
         for (score, p) in scored {
             let states = p.markers.derive(q.now);
             let active = states.is_empty();
@@ -138,7 +139,12 @@ impl Store for SqliteStore {
             seen += 1;
             seen_active += usize::from(active);
             if wanted {
-                out.push(Neighbour { id: p.id, score, states });
+                // Same transaction as the index sync: the row the index proposed is there.
+                let record = match active {
+                    true => Some(decode(&body.query_row([p.rowid], |r| r.get::<_, String>(0))?)?),
+                    false => None,
+                };
+                out.push(Neighbour { id: p.id, score, states, record });
             }
         }
         Ok(out)
