@@ -51,100 +51,89 @@ fn default_false() -> bool {
     false
 }
 
-/// Arguments of store_memory.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-pub struct StoreMemoryArgs {
-    /// The memory text (also what is embedded for semantic search). One deliberate fact,
-    /// decision, preference, convention or gotcha; never secrets or transient state.
-    pub content: String,
-    /// Scope `<run>:<tier>:<repo>`, e.g. `myteam:project:spine`.
-    pub scope: String,
-    /// `user-said` (the user stated it) or `agent-inferred` (you derived it).
-    pub source: String,
-    /// `decision`, `preference`, `convention` or `gotcha`.
-    pub category: String,
-    /// Free-form labels, used as AND filters in search_memory / list_memory.
-    #[serde(default)]
-    pub tags: Option<Vec<String>>,
-    /// Repository name or URL.
-    #[serde(default)]
-    pub repo: Option<String>,
-    /// Workspace identifier.
-    #[serde(default)]
-    pub workspace: Option<String>,
-    /// Path to the git worktree.
-    #[serde(default)]
-    pub worktree_path: Option<String>,
-    /// Base directory of the project.
-    #[serde(default)]
-    pub base_dir: Option<String>,
-    /// Short human-readable summary shown in recall results instead of the content.
-    #[serde(default)]
-    pub summary: Option<String>,
-    /// Evidence backing the memory (at most 50). Never inferred by the server.
-    #[serde(default)]
-    pub citations: Option<Vec<Citation>>,
+/// Declares a tool's argument struct with the record fields store_memory, schedule_memory
+/// and supersede_memory share (declared once, here), followed by the tool's own fields,
+/// and the conversion to [`StoreMemoryArgs`] that keeps only the shared ones. Plain fields
+/// rather than `#[serde(flatten)]`, which would lose the path of a bad nested value
+/// (`citations[1].kind`) in error envelopes.
+macro_rules! record_args {
+    (@struct $(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Deserialize, JsonSchema)]
+        pub struct $name {
+            /// The memory text (also what is embedded for semantic search). One deliberate fact,
+            /// decision, preference, convention or gotcha; never secrets or transient state.
+            pub content: String,
+            /// Scope `<run>:<tier>:<repo>`, e.g. `myteam:project:spine`.
+            pub scope: String,
+            /// `user-said` (the user stated it) or `agent-inferred` (you derived it).
+            pub source: String,
+            /// `decision`, `preference`, `convention` or `gotcha`.
+            pub category: String,
+            /// Free-form labels, used as AND filters in search_memory / list_memory.
+            #[serde(default)]
+            pub tags: Option<Vec<String>>,
+            /// Repository name or URL.
+            #[serde(default)]
+            pub repo: Option<String>,
+            /// Workspace identifier.
+            #[serde(default)]
+            pub workspace: Option<String>,
+            /// Path to the git worktree.
+            #[serde(default)]
+            pub worktree_path: Option<String>,
+            /// Base directory of the project.
+            #[serde(default)]
+            pub base_dir: Option<String>,
+            /// Short human-readable summary shown in recall results instead of the content.
+            #[serde(default)]
+            pub summary: Option<String>,
+            /// Evidence backing the memory (at most 50). Never inferred by the server.
+            #[serde(default)]
+            pub citations: Option<Vec<Citation>>,
+            $($(#[$fmeta])* pub $field: $ty,)*
+        }
+    };
+    (StoreMemoryArgs) => {
+        record_args!(@struct
+            /// Arguments of store_memory: the record fields alone.
+            StoreMemoryArgs {}
+        );
+    };
+    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
+        record_args!(@struct $(#[$meta])* $name { $($(#[$fmeta])* $field: $ty,)* });
+
+        impl From<$name> for StoreMemoryArgs {
+            fn from(a: $name) -> Self {
+                StoreMemoryArgs {
+                    content: a.content,
+                    scope: a.scope,
+                    source: a.source,
+                    category: a.category,
+                    tags: a.tags,
+                    repo: a.repo,
+                    workspace: a.workspace,
+                    worktree_path: a.worktree_path,
+                    base_dir: a.base_dir,
+                    summary: a.summary,
+                    citations: a.citations,
+                }
+            }
+        }
+    };
 }
 
-/// Arguments of schedule_memory: store_memory's plus a validity window.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-pub struct ScheduleMemoryArgs {
-    /// The memory text (also what is embedded).
-    pub content: String,
-    /// Scope `<run>:<tier>:<repo>`.
-    pub scope: String,
-    /// `user-said` or `agent-inferred`.
-    pub source: String,
-    /// `decision`, `preference`, `convention` or `gotcha`.
-    pub category: String,
-    /// Free-form labels.
-    #[serde(default)]
-    pub tags: Option<Vec<String>>,
-    /// Repository name or URL.
-    #[serde(default)]
-    pub repo: Option<String>,
-    /// Workspace identifier.
-    #[serde(default)]
-    pub workspace: Option<String>,
-    /// Path to the git worktree.
-    #[serde(default)]
-    pub worktree_path: Option<String>,
-    /// Base directory of the project.
-    #[serde(default)]
-    pub base_dir: Option<String>,
-    /// Short human-readable summary.
-    #[serde(default)]
-    pub summary: Option<String>,
-    /// Evidence backing the memory (at most 50).
-    #[serde(default)]
-    pub citations: Option<Vec<Citation>>,
-    /// RFC 3339 time: hidden from recall until now is at or past it.
-    #[serde(default)]
-    pub not_before: Option<String>,
-    /// RFC 3339 time: dropped from recall once now is at or past it.
-    #[serde(default)]
-    pub not_after: Option<String>,
-}
+record_args!(StoreMemoryArgs);
 
-impl From<ScheduleMemoryArgs> for (StoreMemoryArgs, Option<String>, Option<String>) {
-    fn from(a: ScheduleMemoryArgs) -> Self {
-        (
-            StoreMemoryArgs {
-                content: a.content,
-                scope: a.scope,
-                source: a.source,
-                category: a.category,
-                tags: a.tags,
-                repo: a.repo,
-                workspace: a.workspace,
-                worktree_path: a.worktree_path,
-                base_dir: a.base_dir,
-                summary: a.summary,
-                citations: a.citations,
-            },
-            a.not_before,
-            a.not_after,
-        )
+record_args! {
+    /// Arguments of schedule_memory: store_memory's plus a validity window.
+    ScheduleMemoryArgs {
+        /// RFC 3339 time: hidden from recall until now is at or past it.
+        #[serde(default)]
+        not_before: Option<String>,
+        /// RFC 3339 time: dropped from recall once now is at or past it.
+        #[serde(default)]
+        not_after: Option<String>,
     }
 }
 
@@ -267,72 +256,20 @@ pub struct UpdateMemoryArgs {
     pub summary: Option<String>,
 }
 
-/// Arguments of supersede_memory: store_memory's for the correcting record, plus the
-/// records it replaces.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-pub struct SupersedeMemoryArgs {
-    /// The corrected memory text (also what is embedded).
-    pub content: String,
-    /// Scope `<run>:<tier>:<repo>` of the correcting record.
-    pub scope: String,
-    /// `user-said` or `agent-inferred`.
-    pub source: String,
-    /// `decision`, `preference`, `convention` or `gotcha`.
-    pub category: String,
-    /// Free-form labels.
-    #[serde(default)]
-    pub tags: Option<Vec<String>>,
-    /// Repository name or URL.
-    #[serde(default)]
-    pub repo: Option<String>,
-    /// Workspace identifier.
-    #[serde(default)]
-    pub workspace: Option<String>,
-    /// Path to the git worktree.
-    #[serde(default)]
-    pub worktree_path: Option<String>,
-    /// Base directory of the project.
-    #[serde(default)]
-    pub base_dir: Option<String>,
-    /// Short human-readable summary.
-    #[serde(default)]
-    pub summary: Option<String>,
-    /// Evidence backing the memory (at most 50).
-    #[serde(default)]
-    pub citations: Option<Vec<Citation>>,
-    /// Ids (UUID or short_id) of the records this one replaces: each must be yours, the live
-    /// head of its chain, and not a rule. Duplicates collapse.
-    pub supersedes: Vec<String>,
-    /// true: run every check and report the resolved targets without writing anything.
-    #[serde(default = "default_false")]
-    pub validate_only: bool,
-    /// Any string (1 to 256 bytes) identifying this correction: a retry with the same key,
-    /// content and targets returns the original result instead of writing twice.
-    #[serde(default)]
-    pub idempotency_key: Option<String>,
-}
-
-impl SupersedeMemoryArgs {
-    /// Splits into the new record's arguments and the supersession arguments.
-    pub fn split(self) -> (StoreMemoryArgs, Vec<String>, bool, Option<String>) {
-        (
-            StoreMemoryArgs {
-                content: self.content,
-                scope: self.scope,
-                source: self.source,
-                category: self.category,
-                tags: self.tags,
-                repo: self.repo,
-                workspace: self.workspace,
-                worktree_path: self.worktree_path,
-                base_dir: self.base_dir,
-                summary: self.summary,
-                citations: self.citations,
-            },
-            self.supersedes,
-            self.validate_only,
-            self.idempotency_key,
-        )
+record_args! {
+    /// Arguments of supersede_memory: store_memory's for the correcting record, plus the
+    /// records it replaces.
+    SupersedeMemoryArgs {
+        /// Ids (UUID or short_id) of the records this one replaces: each must be yours, the
+        /// live head of its chain, and not a rule. Duplicates collapse.
+        supersedes: Vec<String>,
+        /// true: run every check and report the resolved targets without writing anything.
+        #[serde(default = "default_false")]
+        validate_only: bool,
+        /// Any string (1 to 256 bytes) identifying this correction: a retry with the same
+        /// key, content and targets returns the original result instead of writing twice.
+        #[serde(default)]
+        idempotency_key: Option<String>,
     }
 }
 
@@ -417,6 +354,34 @@ mod tests {
         assert_eq!(e.hint, Some(Hint::InvalidType));
         let e = parse_args::<SearchMemoryArgs>(obj(json!({"query": "q", "k": -1}))).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("k"));
+    }
+
+    #[test]
+    fn shared_record_fields_keep_their_names_in_every_tool() {
+        let record = json!({
+            "content": "c", "scope": "a:b:c", "source": "user-said", "category": "decision",
+            "citations": [{"kind": "file", "ref": "a"}, {"kind": "blog", "ref": "b"}]
+        });
+        let mut schedule = obj(record.clone());
+        schedule.insert("not_after".into(), json!("2030-01-01T00:00:00Z"));
+        let e = parse_args::<ScheduleMemoryArgs>(schedule).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("citations[1].kind"));
+        assert_eq!(e.hint, Some(Hint::InvalidValue));
+        let mut supersede = obj(record);
+        supersede.insert("supersedes".into(), json!(["x"]));
+        let e = parse_args::<SupersedeMemoryArgs>(supersede.clone()).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("citations[1].kind"));
+        supersede.remove("citations");
+        supersede.remove("content");
+        let e = parse_args::<SupersedeMemoryArgs>(supersede.clone()).unwrap_err();
+        assert_eq!((e.field.as_deref(), e.hint), (Some("content"), Some(Hint::Required)));
+        supersede.insert("content".into(), json!("c"));
+        supersede.insert("tgas".into(), json!([]));
+        let e = parse_args::<SupersedeMemoryArgs>(supersede.clone()).unwrap_err();
+        assert_eq!((e.field.as_deref(), e.hint), (Some("tgas"), Some(Hint::UnknownField)));
+        supersede.remove("tgas");
+        let a = parse_args::<SupersedeMemoryArgs>(supersede).unwrap();
+        assert_eq!((a.supersedes.len(), StoreMemoryArgs::from(a).content.as_str()), (1, "c"));
     }
 
     #[test]

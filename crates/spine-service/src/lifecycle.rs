@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use spine_core::{Caller, Category, Error, Hint, IdRef, MAX_ID_BYTES, Memory, RecordId};
 use spine_store::{Access, Embedding, IdempotencyEntry, SupersedeRejection};
 
-use crate::args::{BatchIdsArgs, SupersedeMemoryArgs};
+use crate::args::{BatchIdsArgs, StoreMemoryArgs, SupersedeMemoryArgs};
 use crate::views::{BatchOutcome, BatchResult, ResolvedTarget, SupersedeResult};
 use crate::{Service, store_error};
 
@@ -115,9 +115,11 @@ impl Service {
     pub fn supersede_memory(
         &self,
         caller: &Caller,
-        a: SupersedeMemoryArgs,
+        mut a: SupersedeMemoryArgs,
     ) -> Result<SupersedeResult, Error> {
-        let (base, supersedes, validate_only, key) = a.split();
+        let (supersedes, validate_only) = (std::mem::take(&mut a.supersedes), a.validate_only);
+        let key = a.idempotency_key.take();
+        let base = StoreMemoryArgs::from(a);
         // Entries are checked before any resolution (SPEC: a long entry rejects the call).
         if supersedes.is_empty() {
             return Err(Error::invalid(

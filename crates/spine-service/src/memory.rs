@@ -118,8 +118,13 @@ impl Service {
     }
 
     /// schedule_memory: a memory with a validity window `[not_before, not_after)`.
-    pub fn schedule_memory(&self, caller: &Caller, a: ScheduleMemoryArgs) -> Result<Stored, Error> {
-        let (base, not_before, not_after) = a.into();
+    pub fn schedule_memory(
+        &self,
+        caller: &Caller,
+        mut a: ScheduleMemoryArgs,
+    ) -> Result<Stored, Error> {
+        let (not_before, not_after) = (a.not_before.take(), a.not_after.take());
+        let base = StoreMemoryArgs::from(a);
         if base.category == Category::Discovery.as_str() {
             return Err(Error::invalid(
                 "category",
