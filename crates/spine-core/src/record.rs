@@ -157,6 +157,18 @@ vocabulary! {
     }
 }
 
+vocabulary! {
+    /// Which windowed records list_scheduled lists (SPEC list_scheduled `state`).
+    ScheduledState {
+        /// Not yet active: not_before is in the future (the default).
+        Scheduled = "scheduled",
+        /// The window has ended: now is at or past not_after.
+        Expired = "expired",
+        /// Both.
+        All = "all",
+    }
+}
+
 /// A citation backing a record (SPEC "Citation").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Citation {

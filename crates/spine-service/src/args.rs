@@ -6,8 +6,9 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+use serde::de::IntoDeserializer;
 use serde_json::{Map, Value};
-use spine_core::{Citation, Error, Hint};
+use spine_core::{Citation, DiscoveryKind, Error, Hint, ScheduledState};
 
 /// Parses tool arguments: unknown keys are rejected (hint `unknown_field`: a typo such as
 /// `categoies` would otherwise silently widen a search), missing required keys get
@@ -44,6 +45,21 @@ pub fn parse_args<T: DeserializeOwned + JsonSchema>(args: Map<String, Value>) ->
         let field = if path == "." { String::from("arguments") } else { path };
         Error::invalid(field.clone(), hint, format!("{field}: {inner}"))
     })
+}
+
+/// An optional closed-set value where `""` means "not given" as absence does (clients fill
+/// optional fields with empty strings): parsed at the edge into its enum, errors naming the
+/// field like any other bad value.
+fn blank_is_none<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    match Option::<String>::deserialize(d)? {
+        None => Ok(None),
+        Some(s) if s.is_empty() => Ok(None),
+        Some(s) => T::deserialize(s.into_deserializer()).map(Some),
+    }
 }
 
 /// serde default for optional booleans.
@@ -211,8 +227,8 @@ pub struct ListScheduledArgs {
     #[serde(default)]
     pub scope: Option<String>,
     /// `scheduled` (default: not yet active), `expired` (window has ended) or `all`.
-    #[serde(default)]
-    pub state: Option<String>,
+    #[serde(default, deserialize_with = "blank_is_none")]
+    pub state: Option<ScheduledState>,
     /// Page size; 0 or omitted = 20; at most 1000.
     #[serde(default)]
     pub limit: Option<u64>,
@@ -385,6 +401,26 @@ mod tests {
     }
 
     #[test]
+    fn closed_sets_are_parsed_here_and_blank_optional_ones_are_absent() {
+        let a = parse_args::<SearchDiscoveryArgs>(obj(json!({"query": "q", "kind": ""}))).unwrap();
+        assert_eq!(a.kind, None);
+        let a = parse_args::<SearchDiscoveryArgs>(obj(json!({"query": "q", "kind": "fact"})));
+        assert_eq!(a.unwrap().kind, Some(DiscoveryKind::Fact));
+        let e = parse_args::<SearchDiscoveryArgs>(obj(json!({"query": "q", "kind": "blog"})));
+        let e = e.unwrap_err();
+        assert_eq!((e.field.as_deref(), e.hint), (Some("kind"), Some(Hint::InvalidValue)));
+        let e = parse_args::<SearchDiscoveryArgs>(obj(json!({"query": "q", "kind": 3})));
+        assert_eq!(e.unwrap_err().hint, Some(Hint::InvalidType));
+        let e = parse_args::<StoreDiscoveryArgs>(obj(json!({
+            "content": "c", "kind": "", "citations": [], "scope": "discovery:a:b"
+        })))
+        .unwrap_err();
+        assert_eq!((e.field.as_deref(), e.hint), (Some("kind"), Some(Hint::InvalidValue)));
+        let a = parse_args::<ListScheduledArgs>(obj(json!({"state": "expired"}))).unwrap();
+        assert_eq!(a.state, Some(ScheduledState::Expired));
+    }
+
+    #[test]
     fn bad_citation_kind_names_the_entry() {
         let e = parse_args::<StoreMemoryArgs>(obj(json!({
             "content": "c", "scope": "a:b:c", "source": "user-said", "category": "decision",
@@ -405,7 +441,7 @@ pub struct StoreDiscoveryArgs {
     pub content: String,
     /// `map` (orientation: how the code is laid out and where things live) or `fact` (one
     /// pinned, checkable claim).
-    pub kind: String,
+    pub kind: DiscoveryKind,
     /// The evidence, 1 to 50 citations: each `{kind: file|commit|url|repo, ref, locator?,
     /// pin?, excerpt?}`; pin a commit SHA or content hash so the claim can be re-checked;
     /// an excerpt is at most 16 KiB.
@@ -435,8 +471,8 @@ pub struct SearchDiscoveryArgs {
     #[serde(default)]
     pub scope: Option<String>,
     /// Only discoveries of this kind: `map` or `fact`. Omit for both.
-    #[serde(default)]
-    pub kind: Option<String>,
+    #[serde(default, deserialize_with = "blank_is_none")]
+    pub kind: Option<DiscoveryKind>,
     /// Number of results; 0 or omitted = 8; at most 1000.
     #[serde(default)]
     pub k: Option<u64>,

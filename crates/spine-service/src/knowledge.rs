@@ -117,7 +117,7 @@ impl Service {
     /// store_discovery: a citation-backed discovery, created or replaced in place.
     pub fn store_discovery(&self, caller: &Caller, a: StoreDiscoveryArgs) -> Result<Stored, Error> {
         check_content_bytes(&a.content, content_limit(self, Category::Discovery))?;
-        let kind = DiscoveryKind::parse("kind", &a.kind)?;
+        let kind = a.kind;
         // SPEC Errors 6: a discovery without evidence is rejected.
         if a.citations.is_empty() {
             return Err(Error::invalid(
@@ -227,12 +227,7 @@ impl Service {
         let scope = scope_filter_with(a.scope.as_deref(), a.cross_spine, |s| {
             parse_scope_of("scope", s, ScopeKind::Discovery)
         })?;
-        let kind = a
-            .kind
-            .as_deref()
-            .filter(|k| !k.is_empty())
-            .map(|k| DiscoveryKind::parse("kind", k))
-            .transpose()?;
+        let kind = a.kind;
         let k = resolve_page("k", a.k, DEFAULT_K)?;
         let mut filter = Filter::new(scope);
         filter.categories_any = vec![Category::Discovery.as_str().to_owned()];

@@ -5,7 +5,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use spine_core::limits::{
     DEFAULT_K, DEFAULT_LIST_LIMIT, DEFAULT_TAGS_LIMIT, MAX_QUERY_BYTES, resolve_page,
 };
-use spine_core::{Caller, Category, Error, Hint, RecordId, Scope, State, Timestamp};
+use spine_core::{
+    Caller, Category, Error, Hint, RecordId, ScheduledState, Scope, State, Timestamp,
+};
 use spine_store::{Access, Cursor, Filter, Gate, NearestQuery, ScopeFilter};
 
 use crate::args::{ListMemoryArgs, ListScheduledArgs, ListTagsArgs, SearchMemoryArgs};
@@ -294,19 +296,10 @@ impl Service {
         let scope = scope_filter(a.scope.as_deref(), a.cross_spine)?;
         let limit = resolve_page("limit", a.limit, DEFAULT_LIST_LIMIT)?;
         let now = self.clock.now();
-        let gate = match a.state.as_deref().unwrap_or("scheduled") {
-            "" | "scheduled" => Gate::ScheduledAt(now),
-            "expired" => Gate::ExpiredAt(now),
-            "all" => Gate::ScheduledOrExpiredAt(now),
-            other => {
-                return Err(Error::invalid(
-                    "state",
-                    Hint::InvalidValue,
-                    format!(
-                        "state must be one of \"scheduled\", \"expired\", \"all\"; got {other:?}"
-                    ),
-                ));
-            }
+        let gate = match a.state.unwrap_or(ScheduledState::Scheduled) {
+            ScheduledState::Scheduled => Gate::ScheduledAt(now),
+            ScheduledState::Expired => Gate::ExpiredAt(now),
+            ScheduledState::All => Gate::ScheduledOrExpiredAt(now),
         };
         let cursor =
             a.cursor.as_deref().filter(|c| !c.is_empty()).map(decode_cursor).transpose()?;

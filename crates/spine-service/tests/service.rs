@@ -281,11 +281,15 @@ fn list_scheduled_by_state() {
     let mut all = contents(&ls(Some("all")));
     all.sort();
     assert_eq!(all, vec!["future", "past"]);
-    let err = e
-        .service
-        .list_scheduled(&anon(), args(json!({"scope": SCOPE, "state": "active"})))
-        .unwrap_err();
+    // A state outside the closed set is refused where the arguments are parsed.
+    let err = spine_service::args::parse_args::<spine_service::args::ListScheduledArgs>(
+        json!({"scope": SCOPE, "state": "active"}).as_object().cloned().unwrap(),
+    )
+    .unwrap_err();
     assert_eq!((err.field.as_deref(), err.hint), (Some("state"), Some(Hint::InvalidValue)));
+    // An empty state is the default, as if omitted.
+    let blank = e.service.list_scheduled(&anon(), args(json!({"scope": SCOPE, "state": ""})));
+    assert_eq!(blank.unwrap().memories.len(), 1);
     let err = e.service.list_scheduled(&anon(), args(json!({"state": "all"}))).unwrap_err();
     assert_eq!((err.field.as_deref(), err.hint), (Some("scope"), Some(Hint::Required)));
 }
