@@ -5,69 +5,26 @@
 //! answer is checkable. It runs on its own thread with its own tokio runtime: the embedder
 //! uses reqwest's blocking client, which must not run inside a runtime.
 
-use std::collections::VecDeque;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Json;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use spine_embed::{CachedEmbedder, EmbedError, Embedder, OpenAiConfig, OpenAiEmbedder};
+use spine_testkit::provider::FakeProvider;
 
-/// What the server does with the next request.
-#[derive(Debug, Clone)]
-enum Reply {
-    /// Vectors of the server's current length.
-    Vectors,
+/// The embeddings-specific replies (the shared ones are in `spine_testkit::provider`).
+enum Answer {
     /// Vectors of this length.
     Dims(usize),
-    /// This status with a JSON error body.
-    Status(u16),
-    /// 429 with a `Retry-After` header of this many seconds.
-    TooManyWithRetryAfter(u64),
-    /// Wait, then answer normally.
-    Delay(Duration),
     /// 200 with a body that is not an embeddings answer.
     Garbage,
     /// 200 with one vector fewer than asked for.
     Short,
 }
 
-/// One request as the server saw it.
-#[derive(Debug, Clone)]
-struct Seen {
-    path: String,
-    authorization: Option<String>,
-    body: Value,
-}
-
-#[derive(Default)]
-struct Script {
-    replies: Mutex<VecDeque<Reply>>,
-    seen: Mutex<Vec<Seen>>,
-}
-
-struct Fake {
-    addr: SocketAddr,
-    script: Arc<Script>,
-}
-
-impl Fake {
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    fn then(&self, replies: impl IntoIterator<Item = Reply>) {
-        self.script.replies.lock().unwrap().extend(replies);
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.script.seen.lock().unwrap().clone()
-    }
-}
+type Reply = spine_testkit::provider::Reply<Answer>;
+type Fake = FakeProvider<Answer>;
 
 const DIMS: usize = 16;
 
@@ -91,46 +48,18 @@ fn unit(mut v: Vec<f32>) -> Vec<f32> {
     v
 }
 
-async fn embeddings(
-    State(script): State<Arc<Script>>,
-    uri: Uri,
-    headers: HeaderMap,
-    Json(body): Json<Value>,
-) -> Response {
-    script.seen.lock().unwrap().push(Seen {
-        path: uri.path().to_owned(),
-        authorization: headers.get("authorization").map(|v| v.to_str().unwrap().to_owned()),
-        body: body.clone(),
-    });
-    let reply = script.replies.lock().unwrap().pop_front().unwrap_or(Reply::Vectors);
-    let dims = match reply {
-        Reply::Vectors => DIMS,
-        Reply::Dims(d) => d,
-        Reply::Status(code) => {
-            let status = StatusCode::from_u16(code).unwrap();
-            let error = json!({"error": {"message": format!("scripted {code}"), "type": "test"}});
-            return (status, Json(error)).into_response();
-        }
-        Reply::TooManyWithRetryAfter(secs) => {
-            return (
-                StatusCode::TOO_MANY_REQUESTS,
-                [("retry-after", secs.to_string())],
-                Json(json!({"error": {"message": "slow down"}})),
-            )
-                .into_response();
-        }
-        Reply::Delay(d) => {
-            tokio::time::sleep(d).await;
-            DIMS
-        }
-        Reply::Garbage => return Json(json!({"nope": 1})).into_response(),
-        Reply::Short => DIMS,
+/// The OpenAI embeddings answer to `body`: hashed bag-of-words vectors, in reverse order
+/// (the client must place vectors by `index`).
+fn embeddings(answer: Option<Answer>, body: &Value) -> Response {
+    let dims = match answer {
+        None | Some(Answer::Short) => DIMS,
+        Some(Answer::Dims(d)) => d,
+        Some(Answer::Garbage) => return Json(json!({"nope": 1})).into_response(),
     };
     let mut inputs = body["input"].as_array().cloned().unwrap_or_default();
-    if matches!(reply, Reply::Short) {
+    if matches!(answer, Some(Answer::Short)) {
         inputs.pop();
     }
-    // Answer in reverse order: the client must place vectors by `index`.
     let data: Vec<Value> = inputs
         .iter()
         .enumerate()
@@ -145,24 +74,9 @@ async fn embeddings(
     .into_response()
 }
 
-/// Starts the fake on a free loopback port, on its own thread and runtime.
+/// Starts the fake on a free loopback port.
 fn fake() -> Fake {
-    let script = Arc::new(Script::default());
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let state = script.clone();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(async move {
-            let app = axum::Router::new()
-                .route("/v1/embeddings", axum::routing::post(embeddings))
-                .with_state(state);
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    Fake { addr, script }
+    FakeProvider::start("/v1/embeddings", embeddings)
 }
 
 fn config(fake: &Fake) -> OpenAiConfig {
@@ -241,7 +155,7 @@ fn retries_500_and_429_then_succeeds() {
 #[test]
 fn gives_up_after_the_configured_retries() {
     let fake = fake();
-    fake.then(std::iter::repeat_n(Reply::Status(502), 10));
+    fake.then((0..10).map(|_| Reply::Status(502)));
     let e = OpenAiEmbedder::new(OpenAiConfig { retries: 2, ..config(&fake) }).unwrap();
     let msg = provider_error(e.embed(&["x"]));
     assert_eq!(fake.seen().len(), 3, "one attempt and two retries");
@@ -274,7 +188,7 @@ fn retry_after_is_honoured_on_429() {
 #[test]
 fn no_retry_on_400() {
     let fake = fake();
-    fake.then([Reply::Status(400), Reply::Vectors]);
+    fake.then([Reply::Status(400), Reply::Answer(Answer::Dims(DIMS))]);
     let e = OpenAiEmbedder::new(config(&fake)).unwrap();
     let msg = provider_error(e.embed(&["bad request"]));
     assert_eq!(fake.seen().len(), 1);
@@ -347,7 +261,7 @@ fn first_answer_fixes_dims() {
     assert_eq!(e.dims(), 0, "unknown before the first answer");
     e.embed(&["first"]).unwrap();
     assert_eq!(e.dims(), DIMS);
-    fake.then([Reply::Dims(12)]);
+    fake.then([Reply::Answer(Answer::Dims(12))]);
     let msg = provider_error(e.embed(&["second"]));
     assert!(msg.contains("12 dimensions") && msg.contains("16 were established"), "{msg}");
     assert_eq!(e.dims(), DIMS);
@@ -393,7 +307,7 @@ fn model_id_names_the_protocol_and_model() {
 #[test]
 fn a_body_that_is_not_an_embeddings_answer_is_an_error_without_retry() {
     let fake = fake();
-    fake.then([Reply::Garbage, Reply::Short]);
+    fake.then([Reply::Answer(Answer::Garbage), Reply::Answer(Answer::Short)]);
     let e = OpenAiEmbedder::new(config(&fake)).unwrap();
     let msg = provider_error(e.embed(&["x"]));
     assert!(msg.contains("unexpected body") && msg.contains("nope"), "{msg}");

@@ -3,18 +3,16 @@
 //! real model. The provider scores a document by the marker word it contains, so the
 //! expected order is exact: the default order, stably sorted by that probability.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::extract::State;
-use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use serde_json::{Value, json};
 use spine_service::Service;
 use spine_service::rerank::{HttpReranker, RerankConfig, RerankError, Reranker};
+use spine_testkit::provider::FakeProvider;
 
 use crate::common::*;
 
@@ -82,57 +80,34 @@ enum Answer {
     Slow(Duration),
 }
 
-/// One request the provider received.
-struct Seen {
-    authorization: Option<String>,
-    body: Value,
-}
-
+/// The local provider: every request answered as `answer` says.
 struct Provider {
+    fake: FakeProvider<()>,
     url: String,
-    seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl Provider {
     fn requests(&self) -> usize {
-        self.seen.lock().unwrap().len()
+        self.fake.seen().len()
     }
 
     fn last(&self) -> (Option<String>, Value) {
-        let seen = self.seen.lock().unwrap();
-        let s = seen.last().expect("the provider was called");
-        (s.authorization.clone(), s.body.clone())
+        let s = self.fake.seen().pop().expect("the provider was called");
+        (s.authorization, s.body)
     }
 }
 
-type ProviderState = (Answer, Arc<Mutex<Vec<Seen>>>);
-
 /// Starts a provider on a loopback port, on a thread and runtime of its own.
 fn provider(answer: Answer) -> Provider {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let state: ProviderState = (answer, seen.clone());
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            let app = Router::new().route("/rerank", post(rerank)).with_state(state);
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    Provider { url, seen }
+    let fake = FakeProvider::start("/rerank", move |_, body| rerank(answer, body));
+    if let Answer::Slow(d) = answer {
+        fake.then_hang(d);
+    }
+    Provider { url: fake.url(), fake }
 }
 
-async fn rerank(
-    State((answer, seen)): State<ProviderState>,
-    headers: HeaderMap,
-    body: String,
-) -> Response {
-    let body: Value = serde_json::from_str(&body).unwrap();
-    let authorization = headers.get(AUTHORIZATION).map(|v| v.to_str().unwrap().to_owned());
-    seen.lock().unwrap().push(Seen { authorization, body: body.clone() });
+/// The provider's answer to `body`, in the wire shape `answer` names.
+fn rerank(answer: Answer, body: &Value) -> Response {
     let field = if matches!(answer, Answer::Cohere) { "documents" } else { "texts" };
     let docs: Vec<String> =
         body[field].as_array().unwrap().iter().map(|d| d.as_str().unwrap().to_owned()).collect();
@@ -167,10 +142,8 @@ async fn rerank(
             ([(CONTENT_TYPE, "application/json")], r#"{"results": [{"index": 0,"#).into_response()
         }
         Answer::OneShort => tei(&scored[..scored.len() - 1]),
-        Answer::Slow(d) => {
-            tokio::time::sleep(d).await;
-            tei(&scored)
-        }
+        // The delay is the fake's hang (`provider`).
+        Answer::Slow(_) => tei(&scored),
     }
 }
 

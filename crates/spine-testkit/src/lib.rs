@@ -1,4 +1,5 @@
-//! Test fixtures for Spine: an OIDC identity provider on loopback.
+//! Test fixtures for Spine: an OIDC identity provider on loopback, and scripted model
+//! providers ([`provider::FakeProvider`]) for the outbound HTTP clients.
 //!
 //! [`TestIssuer`] serves a discovery document and a JWKS from `127.0.0.1`, with one RSA-2048
 //! (RS256), one P-256 (ES256) and one Ed25519 (EdDSA) key generated per run, and mints tokens
@@ -9,6 +10,8 @@
 //! does, and [`TestIssuer::jwks_fetches`] can observe its caching. This crate is a
 //! dev-dependency only; nothing in it is fit for production use.
 #![deny(missing_docs)]
+
+pub mod provider;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

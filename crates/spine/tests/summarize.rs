@@ -4,23 +4,19 @@
 //! The chat server is a fake (a hosted model cannot run here) that speaks the real wire
 //! protocol over a real socket; each test scripts its answers and checks the requests.
 
-use std::collections::VecDeque;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::common::*;
 use axum::Json;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use spine_core::{
     Caller, Category, Memory, RecordId, Scope, ShortId, Source, SummarySource, Timestamp,
 };
 use spine_store::{Access, Embedding, SqliteStore, Store};
+use spine_testkit::provider::FakeProvider;
 use tempfile::TempDir;
 
 const SCOPE: &str = "acme:project:spine";
@@ -29,57 +25,16 @@ const BUILTIN_EMBEDDER: &str = "builtin:all-MiniLM-L6-v2";
 // ---------------------------------------------------------------------------------------
 // The fake chat-completions server.
 
-/// What the server does with the next request.
-enum Reply {
+/// The chat-specific replies (the shared ones are in `spine_testkit::provider`).
+enum Answer {
     /// 200 with this assistant message.
     Say(String),
-    /// This status with a JSON error body.
-    Status(u16),
-    /// Wait this long, then answer as by default.
-    Delay(Duration),
     /// Run this against the request first (e.g. edit the record), then answer by default.
     Before(Box<dyn FnOnce(&Value) + Send>),
 }
 
-/// One request as the server saw it.
-#[derive(Debug, Clone)]
-struct Seen {
-    path: String,
-    authorization: Option<String>,
-    body: Value,
-}
-
-#[derive(Default)]
-struct Script {
-    replies: Mutex<VecDeque<Reply>>,
-    /// Used once the scripted replies run out; `None`: summarize by default.
-    then: Mutex<Option<Duration>>,
-    seen: Mutex<Vec<Seen>>,
-}
-
-struct Fake {
-    addr: SocketAddr,
-    script: Arc<Script>,
-}
-
-impl Fake {
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    fn then(&self, replies: impl IntoIterator<Item = Reply>) {
-        self.script.replies.lock().unwrap().extend(replies);
-    }
-
-    /// Once the scripted replies are used up, every request waits this long.
-    fn then_hang(&self, d: Duration) {
-        *self.script.then.lock().unwrap() = Some(d);
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.script.seen.lock().unwrap().clone()
-    }
-}
+type Reply = spine_testkit::provider::Reply<Answer>;
+type Fake = FakeProvider<Answer>;
 
 /// The default answer: a recognisable summary of the note, padded with whitespace the
 /// command must strip.
@@ -100,61 +55,33 @@ fn chat_answer(content: &str) -> Response {
     .into_response()
 }
 
-async fn completions(
-    State(script): State<Arc<Script>>,
-    uri: Uri,
-    headers: HeaderMap,
-    Json(body): Json<Value>,
-) -> Response {
-    script.seen.lock().unwrap().push(Seen {
-        path: uri.path().to_owned(),
-        authorization: headers.get("authorization").map(|v| v.to_str().unwrap().to_owned()),
-        body: body.clone(),
-    });
-    let note = body["messages"][1]["content"].as_str().unwrap_or_default().to_owned();
-    let reply = script.replies.lock().unwrap().pop_front();
-    match reply {
-        Some(Reply::Say(s)) => chat_answer(&s),
-        Some(Reply::Status(code)) => {
-            let error = json!({"error": {"message": format!("scripted {code}"), "type": "test"}});
-            (StatusCode::from_u16(code).unwrap(), Json(error)).into_response()
+/// The chat-completions answer to `body`: the scripted message, or by default a summary of
+/// the note (the user message).
+fn completions(answer: Option<Answer>, body: &Value) -> Response {
+    let note = body["messages"][1]["content"].as_str().unwrap_or_default();
+    match answer {
+        Some(Answer::Say(s)) => chat_answer(&s),
+        Some(Answer::Before(f)) => {
+            f(body);
+            chat_answer(&default_summary(note))
         }
-        Some(Reply::Delay(d)) => {
-            tokio::time::sleep(d).await;
-            chat_answer(&default_summary(&note))
-        }
-        Some(Reply::Before(f)) => {
-            f(&body);
-            chat_answer(&default_summary(&note))
-        }
-        None => {
-            let hang = *script.then.lock().unwrap();
-            if let Some(d) = hang {
-                tokio::time::sleep(d).await;
-            }
-            chat_answer(&default_summary(&note))
-        }
+        None => chat_answer(&default_summary(note)),
     }
 }
 
-/// Starts the fake on a free loopback port, on its own thread and runtime.
+/// Answer with this assistant message.
+fn say(s: String) -> Reply {
+    Reply::Answer(Answer::Say(s))
+}
+
+/// Run `f` against the request, then answer by default.
+fn before(f: Box<dyn FnOnce(&Value) + Send>) -> Reply {
+    Reply::Answer(Answer::Before(f))
+}
+
+/// Starts the fake on a free loopback port.
 fn fake() -> Fake {
-    let script = Arc::new(Script::default());
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
-    let state = script.clone();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(async move {
-            let app = axum::Router::new()
-                .route("/v1/chat/completions", axum::routing::post(completions))
-                .with_state(state);
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            axum::serve(listener, app).await.unwrap();
-        });
-    });
-    Fake { addr, script }
+    FakeProvider::start("/v1/chat/completions", completions)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -530,7 +457,7 @@ fn an_empty_answer_is_a_failure_for_that_record_only() {
     let dir = TempDir::new().unwrap();
     let ids = seed(dir.path(), &NOTES[..3]);
     let fake = fake();
-    fake.then([Reply::Say("ok".into()), Reply::Say("  \n ".into())]);
+    fake.then([say("ok".into()), say("  \n ".into())]);
     let url = fake.url();
     let env = [("SPINE_SUMMARY_MODEL", "m"), ("SPINE_SUMMARY_URL", url.as_str())];
     let r = run(dir.path(), &["--all-scopes", "--json"], &env);
@@ -579,7 +506,7 @@ fn an_unusable_provider_stops_the_run() {
     let dir = TempDir::new().unwrap();
     let ids = seed(dir.path(), &NOTES);
     let fake = fake();
-    fake.then([Reply::Say("first".into()), Reply::Status(401)]);
+    fake.then([say("first".into()), Reply::Status(401)]);
     let url = fake.url();
     let env = [("SPINE_SUMMARY_MODEL", "m"), ("SPINE_SUMMARY_URL", url.as_str())];
     let r = run(dir.path(), &["--all-scopes"], &env);
@@ -599,7 +526,7 @@ fn a_record_edited_while_being_summarized_keeps_the_edit() {
     // update_memory does: the whole record replaced).
     let data = dir.path().to_owned();
     let target = ids[0];
-    fake.then([Reply::Before(Box::new(move |_| {
+    fake.then([before(Box::new(move |_| {
         let store = SqliteStore::open(&data).unwrap();
         let mut m = store.get_many(&[target]).unwrap().remove(0);
         m.content = "Rewritten meanwhile by a client.".into();
@@ -630,7 +557,7 @@ fn summaries_respect_max_chars() {
                 the lockfile changes, which takes twenty minutes on the shared runners.";
     let ids = seed(dir.path(), &[long, "Short note."]);
     let fake = fake();
-    fake.then([Reply::Say(format!("{long} {long}"))]);
+    fake.then([say(format!("{long} {long}"))]);
     let url = fake.url();
     let env = [
         ("SPINE_SUMMARY_MODEL", "m"),
@@ -687,7 +614,7 @@ fn timeout_stops_between_records_with_finished_ones_complete() {
     let ids = seed(dir.path(), &notes.iter().map(String::as_str).collect::<Vec<_>>());
     let before = records(dir.path(), &ids);
     let fake = fake();
-    fake.then([Reply::Say("one".into()), Reply::Say("two".into())]);
+    fake.then([say("one".into()), say("two".into())]);
     fake.then_hang(Duration::from_secs(60));
     let url = fake.url();
     let env = [("SPINE_SUMMARY_MODEL", "m"), ("SPINE_SUMMARY_URL", url.as_str())];
@@ -716,7 +643,7 @@ fn ctrl_c_stops_cleanly_and_reports_what_was_done() {
     let ids = seed(dir.path(), &notes.iter().map(String::as_str).collect::<Vec<_>>());
     let before = records(dir.path(), &ids);
     let fake = fake();
-    fake.then((0..3).map(|i| Reply::Say(format!("summary {i}"))));
+    fake.then((0..3).map(|i| say(format!("summary {i}"))));
     fake.then_hang(Duration::from_secs(60));
     let url = fake.url();
     let env = [("SPINE_SUMMARY_MODEL", "m"), ("SPINE_SUMMARY_URL", url.as_str())];
@@ -748,7 +675,7 @@ fn ctrl_c_stops_cleanly_and_reports_what_was_done() {
     assert_eq!(whole_or_untouched(dir.path(), &ids, &before), 3);
 
     // Run again: it continues with what is left.
-    fake.then((0..5).map(|i| Reply::Say(format!("later {i}"))));
+    fake.then((0..5).map(|i| say(format!("later {i}"))));
     let r = run(dir.path(), &["--all-scopes", "--json"], &env);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.json()["summarized"], 5);
