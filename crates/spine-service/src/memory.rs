@@ -56,6 +56,12 @@ pub(crate) fn not_found(input: &str) -> Error {
 }
 
 impl Service {
+    /// The record `id` (as the caller wrote it: `input`) names among those `access` reaches;
+    /// `not_found` otherwise, whether it is missing, another owner's or ambiguous.
+    pub(crate) fn find(&self, access: &Access, id: &IdRef, input: &str) -> Result<Memory, Error> {
+        self.store.resolve(access, id).map_err(store_error)?.ok_or_else(|| not_found(input))
+    }
+
     /// Validates store_memory arguments into a new record (not yet embedded or written).
     pub(crate) fn new_memory(&self, caller: &Caller, a: StoreMemoryArgs) -> Result<Memory, Error> {
         self.limits().check_content(&a.content)?;
@@ -164,11 +170,7 @@ impl Service {
     /// get_memory: the full record in any state; counts a strong-signal touch.
     pub fn get_memory(&self, caller: &Caller, a: IdArgs) -> Result<MemoryView, Error> {
         let id = IdRef::parse("id", &a.id)?;
-        let m = self
-            .store
-            .resolve(&Access::read(caller), &id)
-            .map_err(store_error)?
-            .ok_or_else(|| not_found(&a.id))?;
+        let m = self.find(&Access::read(caller), &id, &a.id)?;
         let now = self.clock.now();
         self.store.touch(&m.id, now).map_err(store_error)?;
         let mut m = m;
@@ -182,11 +184,7 @@ impl Service {
     pub fn update_memory(&self, caller: &Caller, a: UpdateMemoryArgs) -> Result<Status, Error> {
         let id = IdRef::parse("id", &a.id)?;
         let owned = Access::owned(caller);
-        let mut m = self
-            .store
-            .resolve(&owned, &id)
-            .map_err(store_error)?
-            .ok_or_else(|| not_found(&a.id))?;
+        let mut m = self.find(&owned, &id, &a.id)?;
         let is_rule = m.category == Category::Rule;
 
         let content_changed = a.content != m.content;
@@ -261,11 +259,7 @@ impl Service {
     pub fn delete_memory(&self, caller: &Caller, a: IdArgs) -> Result<Status, Error> {
         let id = IdRef::parse("id", &a.id)?;
         let owned = Access::owned(caller);
-        let m = self
-            .store
-            .resolve(&owned, &id)
-            .map_err(store_error)?
-            .ok_or_else(|| not_found(&a.id))?;
+        let m = self.find(&owned, &id, &a.id)?;
         if !self.store.delete(&owned, &m.id).map_err(store_error)? {
             return Err(not_found(&a.id));
         }
@@ -283,11 +277,7 @@ impl Service {
     pub fn set_visibility(&self, caller: &Caller, a: SetVisibilityArgs) -> Result<Status, Error> {
         let id = IdRef::parse("id", &a.id)?;
         let owned = Access::owned(caller);
-        let mut m = self
-            .store
-            .resolve(&owned, &id)
-            .map_err(store_error)?
-            .ok_or_else(|| not_found(&a.id))?;
+        let mut m = self.find(&owned, &id, &a.id)?;
         if m.category == Category::Rule {
             return Err(Error::failed_precondition(
                 "id",

@@ -90,6 +90,17 @@ fn check_filter_tags(tags: &[String]) -> Result<(), Error> {
 }
 
 /// Opaque list cursor: the (created_at, id) of the last row returned.
+/// Cuts `rows` (fetched with one extra row) to `limit`; the cursor of the next page, empty
+/// when this page is the last.
+fn split_page(rows: &mut Vec<spine_core::Memory>, limit: usize) -> String {
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    match rows.last() {
+        Some(last) if more => encode_cursor(Cursor { created_at: last.created_at, id: last.id }),
+        _ => String::new(),
+    }
+}
+
 fn encode_cursor(c: Cursor) -> String {
     URL_SAFE_NO_PAD.encode(format!("v1:{}:{}", c.created_at.as_micros(), c.id))
 }
@@ -256,14 +267,7 @@ impl Service {
             .store
             .list(&access, &filter, Gate::ActiveAt(now), cursor, offset, limit + 1)
             .map_err(store_error)?;
-        let more = rows.len() > limit;
-        rows.truncate(limit);
-        let next_cursor = match rows.last() {
-            Some(last) if more => {
-                encode_cursor(Cursor { created_at: last.created_at, id: last.id })
-            }
-            _ => String::new(),
-        };
+        let next_cursor = split_page(&mut rows, limit);
         // SPEC list_memory: recall_gate_hidden covers the same page window, ungated.
         let mut hidden = GateHidden::default();
         for m in self
@@ -312,14 +316,7 @@ impl Service {
         let access = Access::owned(caller);
         let mut rows =
             self.store.list(&access, &filter, gate, cursor, 0, limit + 1).map_err(store_error)?;
-        let more = rows.len() > limit;
-        rows.truncate(limit);
-        let next_cursor = match rows.last() {
-            Some(last) if more => {
-                encode_cursor(Cursor { created_at: last.created_at, id: last.id })
-            }
-            _ => String::new(),
-        };
+        let next_cursor = split_page(&mut rows, limit);
         let memories = rows
             .into_iter()
             .map(|m| {

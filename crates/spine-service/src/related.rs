@@ -13,7 +13,6 @@ use spine_core::{Caller, Error, IdRef, Memory, RecordId, Timestamp};
 use spine_store::{Access, Filter, Gate, NearestQuery, ScopeFilter};
 
 use crate::args::RelatedMemoriesArgs;
-use crate::memory::not_found;
 use crate::views::{
     Direction, Edge, EdgeType, MemoryView, RelatedItem, RelatedResult, SharedCitation,
 };
@@ -128,11 +127,7 @@ impl Service {
         let id = IdRef::parse("id", &a.id)?;
         let k = resolve_page("k", a.k, DEFAULT_K)?;
         let access = Access::read(caller);
-        let anchor = self
-            .store
-            .resolve(&access, &id)
-            .map_err(store_error)?
-            .ok_or_else(|| not_found(&a.id))?;
+        let anchor = self.find(&access, &id, &a.id)?;
         let now = self.clock.now();
 
         let mut out = Neighbours::new(anchor.id, now, a.full);

@@ -9,9 +9,7 @@ use std::time::Duration;
 use crate::common::*;
 use rusqlite::{Connection, params};
 use serde_json::{Value, json};
-use spine_core::{
-    Caller, Category, EpochSeconds, Memory, RecordId, Scope, ShortId, Source, Timestamp,
-};
+use spine_core::{Caller, Category, EpochSeconds, Memory, RecordId, Timestamp};
 use spine_store::{Access, Embedding, SqliteStore, Store, TransferStore};
 use tempfile::TempDir;
 
@@ -52,17 +50,7 @@ fn now_secs() -> i64 {
 
 /// A record as `owner` would store it (empty owner: the anonymous bucket).
 fn record(scope: &str, content: &str, owner: &str) -> Memory {
-    let caller =
-        if owner.is_empty() { Caller::anonymous() } else { Caller::authenticated(owner, owner) };
-    Memory::new(
-        ShortId::mint(),
-        content.into(),
-        Scope::parse("scope", scope).unwrap(),
-        Source::UserSaid,
-        Category::Decision,
-        &caller,
-        micros(T0),
-    )
+    spine_testkit::records::record(scope, content, owner, T0)
 }
 
 /// A unit vector of the built-in model's length pointing somewhere of its own.

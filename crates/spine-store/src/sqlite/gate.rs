@@ -13,22 +13,14 @@
 
 #[cfg(test)]
 mod tests {
-    use spine_core::{Caller, Category, Scope, ShortId, Source, Timestamp};
+    use spine_core::{Caller, Timestamp};
 
     use spine_core::{EpochSeconds, Memory, RecordId};
 
     use crate::{Access, Embedding, SqliteStore, Store, TransferStore};
 
     fn record(content: &str) -> Memory {
-        Memory::new(
-            ShortId::mint(),
-            content.into(),
-            Scope::parse("scope", "a:project:x").unwrap(),
-            Source::UserSaid,
-            Category::Decision,
-            &Caller::anonymous(),
-            Timestamp::from_micros(1_800_000_000_000_000),
-        )
+        spine_testkit::records::record("a:project:x", content, "", 1_800_000_000)
     }
 
     #[test]

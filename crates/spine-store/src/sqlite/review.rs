@@ -681,7 +681,7 @@ fn check_links(conn: &Connection, m: &Memory, found: &mut impl FnMut(Check, Stri
 
 #[cfg(test)]
 mod tests {
-    use spine_core::{Caller, ShortId, Source, State};
+    use spine_core::{Caller, State};
 
     use super::*;
     use crate::{Access, Embedding, Gate, Store};
@@ -693,15 +693,7 @@ mod tests {
     }
 
     fn record(scope: &str, content: &str, created: i64) -> Memory {
-        Memory::new(
-            ShortId::mint(),
-            content.into(),
-            Scope::parse("scope", scope).unwrap(),
-            Source::UserSaid,
-            Category::Decision,
-            &Caller::anonymous(),
-            at(created),
-        )
+        spine_testkit::records::record(scope, content, "", created)
     }
 
     fn store() -> (tempfile::TempDir, SqliteStore) {

@@ -324,21 +324,12 @@ fn dropped_keys(before: &str, after: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use spine_core::{Caller, Category, ShortId, Source, Timestamp};
 
     use super::*;
     use crate::{Embedding, Store};
 
     fn record(content: &str) -> Memory {
-        Memory::new(
-            ShortId::mint(),
-            content.into(),
-            Scope::parse("scope", "a:project:x").unwrap(),
-            Source::UserSaid,
-            Category::Decision,
-            &Caller::anonymous(),
-            Timestamp::from_micros(1_800_000_000_000_000),
-        )
+        spine_testkit::records::record("a:project:x", content, "", 1_800_000_000)
     }
 
     fn open() -> (tempfile::TempDir, SqliteStore) {
