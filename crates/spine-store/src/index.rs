@@ -2,7 +2,7 @@
 //! columns, and the vectors quantised twice (1-bit and int8) in contiguous arrays.
 //!
 //! SQLite stays the single source of truth; this is a derived structure, rebuilt from it at
-//! any time and kept current through the `changes` log (see `sqlite.rs`).
+//! any time and kept current through the `changes` log (see `sqlite/sync.rs`).
 //!
 //! A search runs in three stages, each exact about *which* records may be returned and
 //! approximate only about their order until the last:
@@ -405,7 +405,7 @@ impl Index {
     }
 
     /// Whether `slot` passes the hard pre-filters: mirrors `Where::access` and
-    /// `Where::filter` in `sqlite.rs` (the parity test holds them together).
+    /// `Where::filter` in `sqlite/query.rs` (the parity test holds them together).
     #[inline]
     fn passes(&self, c: &Compiled, s: usize) -> bool {
         if !self.live[s] || c.model.is_some_and(|m| m != self.model[s]) {
