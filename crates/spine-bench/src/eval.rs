@@ -82,7 +82,7 @@ fn rerank_from_env() -> Result<Option<RerankConfig>> {
     let Some(url) = var("SPINE_RERANK_URL") else { return Ok(None) };
     let config = RerankConfig {
         model: var("SPINE_RERANK_MODEL"),
-        api_key: var("SPINE_RERANK_API_KEY"),
+        api_key: var("SPINE_RERANK_API_KEY").and_then(spine_embed::http::ApiKey::new),
         ..RerankConfig::new(url.trim_end_matches('/'))
     };
     config.check().map_err(|e| anyhow!("SPINE_RERANK_URL: {e}"))?;

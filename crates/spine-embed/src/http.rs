@@ -1,7 +1,162 @@
-//! What the HTTP clients share (the OpenAI-compatible embedder here, and the chat
-//! summarizer of `spine summarize-missing`): the retry back-off and error diagnostics.
+//! Every outbound model call goes through here: the OpenAI-compatible embedder, the
+//! reranker of search (`spine-service`) and the chat summarizer of `spine
+//! summarize-missing` (`spine-ops`). One blocking client builder, one JSON POST with the
+//! bearer key, one classification of failures, one retry loop with back-off, and one
+//! API-key type that never reaches a log line.
+//!
+//! Blocking on purpose: the callers run on blocking threads (SQLite and inference stay off
+//! the async reactor), so the traits above stay synchronous.
 
+use std::fmt;
 use std::time::Duration;
+
+use serde::Serialize;
+
+/// A provider's API key, sent as `Authorization: Bearer <key>`. `Debug` and `Display` show
+/// `<redacted>`: a configuration printed in a log never leaks it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// The key, or `None` for an empty string (an unset variable is no key).
+    pub fn new(key: impl Into<String>) -> Option<ApiKey> {
+        let key = key.into();
+        (!key.is_empty()).then_some(ApiKey(key))
+    }
+
+    /// The secret itself, for the request header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A blocking client whose requests (connection included) take at most `timeout`.
+/// reqwest's blocking client refuses to be built on a thread inside a tokio runtime (the
+/// `spine` binary's main thread is one), so it is built on a thread of its own.
+pub fn blocking_client(timeout: Duration) -> Result<reqwest::blocking::Client, String> {
+    std::thread::scope(|s| {
+        s.spawn(|| reqwest::blocking::Client::builder().timeout(timeout).build())
+            .join()
+            .map_err(|_| "building the HTTP client panicked".to_owned())
+    })?
+    .map_err(|e| format!("cannot build the HTTP client: {e}"))
+}
+
+/// A provider's answer: status, `Retry-After` (seconds), body.
+#[derive(Debug)]
+pub struct Answer {
+    /// The HTTP status.
+    pub status: reqwest::StatusCode,
+    /// The `Retry-After` header, when it holds seconds.
+    pub retry_after: Option<Duration>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+/// POSTs `body` as JSON to `url`, with `key` as bearer token when given, and reads the
+/// whole answer.
+pub fn post_json(
+    client: &reqwest::blocking::Client,
+    url: reqwest::Url,
+    key: Option<&ApiKey>,
+    body: &impl Serialize,
+) -> Result<Answer, reqwest::Error> {
+    let mut request = client.post(url).json(body);
+    if let Some(key) = key {
+        request = request.bearer_auth(key.expose());
+    }
+    let response = request.send()?;
+    let status = response.status();
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_secs);
+    let body = response.bytes()?.to_vec();
+    Ok(Answer { status, retry_after, body })
+}
+
+/// How one attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// Worth another attempt, after at least this long (from `Retry-After`), if given.
+    Transient(String, Option<Duration>),
+    /// The same request would fail again.
+    Permanent(String),
+}
+
+impl Failure {
+    /// A non-success answer of `url`: 429 and 5xx are transient, other statuses permanent.
+    pub fn of_status(url: &str, answer: &Answer) -> Failure {
+        let msg = format!(
+            "{url} answered HTTP {}: {}",
+            answer.status,
+            snippet(&String::from_utf8_lossy(&answer.body))
+        );
+        if answer.status.as_u16() == 429 || answer.status.is_server_error() {
+            Failure::Transient(msg, answer.retry_after)
+        } else {
+            Failure::Permanent(msg)
+        }
+    }
+
+    /// A request to `url` (limited to `timeout`) that failed on the wire: a connection
+    /// error, a timeout or an answer cut short may pass on another attempt; a request that
+    /// could not even be built will not.
+    pub fn of_transport(url: &str, timeout: Duration, e: &reqwest::Error) -> Failure {
+        let what = if e.is_timeout() {
+            format!("timed out after {timeout:?}")
+        } else if e.is_connect() {
+            "could not connect".to_owned()
+        } else {
+            "the request failed".to_owned()
+        };
+        let msg = format!("{url}: {what}: {}", error_chain(e));
+        if e.is_builder() { Failure::Permanent(msg) } else { Failure::Transient(msg, None) }
+    }
+}
+
+/// How often and how patiently to retry transient failures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retry {
+    /// Extra attempts after the first.
+    pub retries: u32,
+    /// Wait before the first retry, doubled at each further one.
+    pub backoff: Duration,
+}
+
+/// Runs `attempt` until it succeeds, fails permanently, or the retries are spent (see
+/// [`retry_after_failure`] for the waits); the error is the last failure's message. `what`
+/// names the request in log lines.
+pub fn with_retries<T>(
+    what: &str,
+    policy: Retry,
+    mut attempt: impl FnMut() -> Result<T, Failure>,
+) -> Result<T, String> {
+    let mut n = 0u32;
+    loop {
+        match attempt() {
+            Ok(v) => return Ok(v),
+            Err(Failure::Permanent(msg)) => return Err(msg),
+            Err(Failure::Transient(msg, retry_after)) => {
+                retry_after_failure(what, msg, retry_after, &mut n, policy.retries, policy.backoff)?
+            }
+        }
+    }
+}
 
 /// Longest wait between two attempts, whatever `Retry-After` asks.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -61,4 +216,40 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
         source = inner.source();
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_never_show_and_empty_is_none() {
+        let key = ApiKey::new("sk-secret").unwrap();
+        assert_eq!(format!("{key:?} {key}"), "<redacted> <redacted>");
+        assert_eq!(key.expose(), "sk-secret");
+        assert_eq!(ApiKey::new(""), None);
+    }
+
+    #[test]
+    fn retries_stop_at_success_permanent_failure_or_the_limit() {
+        let quick = Retry { retries: 2, backoff: Duration::ZERO };
+        let mut calls = 0;
+        let r = with_retries("t", quick, || {
+            calls += 1;
+            if calls < 3 { Err(Failure::Transient("busy".into(), None)) } else { Ok(calls) }
+        });
+        assert_eq!(r, Ok(3));
+        let mut calls = 0;
+        let r: Result<(), String> = with_retries("t", quick, || {
+            calls += 1;
+            Err(Failure::Transient("busy".into(), None))
+        });
+        assert_eq!((calls, r.unwrap_err().contains("gave up after 3 attempts")), (3, true));
+        let mut calls = 0;
+        let r: Result<(), String> = with_retries("t", quick, || {
+            calls += 1;
+            Err(Failure::Permanent("bad request".into()))
+        });
+        assert_eq!((calls, r), (1, Err("bad request".into())));
+    }
 }

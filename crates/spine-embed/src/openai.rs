@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::http::{error_chain, retry_after_failure, snippet};
+use crate::http::{ApiKey, Failure, Retry, blocking_client, post_json, snippet, with_retries};
 use crate::{EmbedError, Embedder};
 
-/// Settings of an [`OpenAiEmbedder`]. `Debug` never shows the API key.
-#[derive(Clone)]
+/// Settings of an [`OpenAiEmbedder`]. `Debug` never shows the API key ([`ApiKey`]).
+#[derive(Clone, Debug)]
 pub struct OpenAiConfig {
     /// Server address, e.g. `http://localhost:11434` or `https://api.example.com/v1`: a
     /// trailing `/v1` (or `/v1/embeddings`) is accepted and not doubled.
@@ -25,7 +25,7 @@ pub struct OpenAiConfig {
     /// Model name sent with every request; the embedder's identity is `openai:<model>`.
     pub model: String,
     /// Sent as `Authorization: Bearer <key>` when set.
-    pub api_key: Option<String>,
+    pub api_key: Option<ApiKey>,
     /// Expected vector length. When set, any other length is an error; when not, the first
     /// answer fixes it for the life of the embedder. It is a check only: it is not sent to
     /// the server (not every server accepts OpenAI's `dimensions` parameter).
@@ -59,21 +59,6 @@ impl OpenAiConfig {
     }
 }
 
-impl std::fmt::Debug for OpenAiConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OpenAiConfig")
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("dims", &self.dims)
-            .field("batch_size", &self.batch_size)
-            .field("timeout", &self.timeout)
-            .field("retries", &self.retries)
-            .field("backoff", &self.backoff)
-            .finish()
-    }
-}
-
 /// The endpoint for a base URL: `{base}/v1/embeddings`, without doubling a `/v1` (or the
 /// whole path) the operator already wrote.
 fn embeddings_url(base: &str) -> String {
@@ -95,6 +80,7 @@ fn embeddings_url(base: &str) -> String {
 pub struct OpenAiEmbedder {
     client: reqwest::blocking::Client,
     url: String,
+    endpoint: reqwest::Url,
     config: OpenAiConfig,
     model_id: String,
     /// Vector length once known; 0 before the first answer when not configured.
@@ -130,14 +116,6 @@ struct Datum {
     embedding: Vec<f32>,
 }
 
-/// How one attempt failed.
-enum Failure {
-    /// Worth another attempt, after at least this long (from `Retry-After`), if given.
-    Transient(String, Option<Duration>),
-    /// The same request would fail again.
-    Permanent(String),
-}
-
 impl OpenAiEmbedder {
     /// Builds the embedder; no request is made until the first [`Embedder::embed`]. Safe to
     /// call from inside an async runtime (the blocking client is built on its own thread).
@@ -157,18 +135,14 @@ impl OpenAiEmbedder {
                 "the embedding server URL must start with http:// or https:// (got {url})"
             )));
         }
-        let timeout = config.timeout;
-        // reqwest's blocking client runs its own runtime thread and refuses to be built on a
-        // thread that is already inside a tokio runtime, which `spine`'s main thread is.
-        let client = std::thread::scope(|s| {
-            s.spawn(|| reqwest::blocking::Client::builder().timeout(timeout).build())
-                .join()
-                .map_err(|_| EmbedError::Provider("building the HTTP client panicked".into()))
-        })?
-        .map_err(|e| EmbedError::Provider(format!("cannot build the HTTP client: {e}")))?;
+        let endpoint = reqwest::Url::parse(&url).map_err(|e| {
+            EmbedError::Provider(format!("the embedding server URL {url} is not valid: {e}"))
+        })?;
+        let client = blocking_client(config.timeout).map_err(EmbedError::Provider)?;
         Ok(OpenAiEmbedder {
             client,
             url,
+            endpoint,
             model_id: format!("openai:{}", config.model),
             dims: AtomicUsize::new(config.dims.unwrap_or(0)),
             config: OpenAiConfig { batch_size: config.batch_size.max(1), ..config },
@@ -182,81 +156,30 @@ impl OpenAiEmbedder {
 
     /// One request with retries; the vectors in input order, checked and normalised.
     fn embed_chunk(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let mut attempt = 0u32;
-        loop {
-            let failure = match self.attempt(texts) {
-                Ok(vectors) => return self.check(texts.len(), vectors),
-                Err(f) => f,
-            };
-            match failure {
-                Failure::Permanent(msg) => return Err(EmbedError::Provider(msg)),
-                Failure::Transient(msg, retry_after) => {
-                    let (retries, backoff) = (self.config.retries, self.config.backoff);
-                    retry_after_failure(
-                        "embedding",
-                        msg,
-                        retry_after,
-                        &mut attempt,
-                        retries,
-                        backoff,
-                    )
-                    .map_err(EmbedError::Provider)?;
-                }
-            }
-        }
+        let policy = Retry { retries: self.config.retries, backoff: self.config.backoff };
+        let vectors = with_retries("embedding", policy, || self.attempt(texts))
+            .map_err(EmbedError::Provider)?;
+        self.check(texts.len(), vectors)
     }
 
     /// One HTTP exchange: vectors in input order, not yet checked for length.
     fn attempt(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, Failure> {
-        let mut request =
-            self.client.post(&self.url).json(&Request { model: &self.config.model, input: texts });
-        if let Some(key) = &self.config.api_key {
-            request = request.bearer_auth(key);
+        let request = Request { model: &self.config.model, input: texts };
+        let answer =
+            post_json(&self.client, self.endpoint.clone(), self.config.api_key.as_ref(), &request)
+                .map_err(|e| Failure::of_transport(&self.url, self.config.timeout, &e))?;
+        if !answer.status.is_success() {
+            return Err(Failure::of_status(&self.url, &answer));
         }
-        let response = request.send().map_err(|e| self.transport_failure(e))?;
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let body = response.bytes().map_err(|e| self.transport_failure(e))?;
-        if !status.is_success() {
-            let msg = format!(
-                "{} answered HTTP {status}: {}",
-                self.url,
-                snippet(&String::from_utf8_lossy(&body))
-            );
-            return Err(if status.as_u16() == 429 || status.is_server_error() {
-                Failure::Transient(msg, retry_after)
-            } else {
-                Failure::Permanent(msg)
-            });
-        }
-        let parsed: Response = serde_json::from_slice(&body).map_err(|e| {
+        let parsed: Response = serde_json::from_slice(&answer.body).map_err(|e| {
             Failure::Permanent(format!(
                 "{} answered with an unexpected body ({e}): {}",
                 self.url,
-                snippet(&String::from_utf8_lossy(&body))
+                snippet(&String::from_utf8_lossy(&answer.body))
             ))
         })?;
         order(texts.len(), parsed.data)
             .map_err(|m| Failure::Permanent(format!("{} answered {m}", self.url)))
-    }
-
-    fn transport_failure(&self, e: reqwest::Error) -> Failure {
-        let what = if e.is_timeout() {
-            format!("timed out after {:?}", self.config.timeout)
-        } else if e.is_connect() {
-            "could not connect".to_owned()
-        } else {
-            "the request failed".to_owned()
-        };
-        // Anything on the wire (connect, timeout, a connection closed mid-answer) may pass;
-        // a request that could not even be built will not.
-        let msg = format!("{}: {what}: {}", self.url, error_chain(&e));
-        if e.is_builder() { Failure::Permanent(msg) } else { Failure::Transient(msg, None) }
     }
 
     /// The contract of every embedder: all vectors of one length, finite, L2-normalised
@@ -386,7 +309,7 @@ mod tests {
     #[test]
     fn debug_never_shows_the_key() {
         let mut c = OpenAiConfig::new("http://h", "m");
-        c.api_key = Some("sk-secret".into());
+        c.api_key = ApiKey::new("sk-secret");
         let shown = format!("{c:?}");
         assert!(!shown.contains("sk-secret") && shown.contains("redacted"), "{shown}");
         let e = OpenAiEmbedder::new(c).unwrap();

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use axum::Json;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use spine_embed::http::ApiKey;
 use spine_embed::{CachedEmbedder, EmbedError, Embedder, OpenAiConfig, OpenAiEmbedder};
 use spine_testkit::provider::FakeProvider;
 
@@ -271,7 +272,7 @@ fn first_answer_fixes_dims() {
 fn api_key_is_sent_as_bearer_and_only_when_set() {
     let fake = fake();
     let with_key =
-        OpenAiEmbedder::new(OpenAiConfig { api_key: Some("sk-test-123".into()), ..config(&fake) })
+        OpenAiEmbedder::new(OpenAiConfig { api_key: ApiKey::new("sk-test-123"), ..config(&fake) })
             .unwrap();
     with_key.embed(&["x"]).unwrap();
     let without = OpenAiEmbedder::new(config(&fake)).unwrap();

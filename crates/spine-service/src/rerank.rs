@@ -13,6 +13,7 @@ use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use spine_embed::http::{ApiKey, blocking_client, post_json};
 
 use crate::Service;
 
@@ -60,8 +61,8 @@ pub enum RerankError {
 /// Default time a rerank request may take before search falls back to the default order.
 pub const DEFAULT_RERANK_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Settings of the HTTP reranker.
-#[derive(Clone, PartialEq, Eq)]
+/// Settings of the HTTP reranker. `Debug` never shows the key ([`ApiKey`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RerankConfig {
     /// Base URL of the provider (http or https, no trailing `/`); requests go to
     /// `{url}/rerank`. A URL that already ends in `/rerank` is used as it is.
@@ -69,21 +70,9 @@ pub struct RerankConfig {
     /// Model name sent as `model`; omitted when `None` (TEI serves one model).
     pub model: Option<String>,
     /// Sent as `Authorization: Bearer <key>` when set.
-    pub api_key: Option<String>,
+    pub api_key: Option<ApiKey>,
     /// Longest a request may take (default [`DEFAULT_RERANK_TIMEOUT`]).
     pub timeout: Duration,
-}
-
-// The key never reaches a log line.
-impl fmt::Debug for RerankConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RerankConfig")
-            .field("url", &self.url)
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("timeout", &self.timeout)
-            .finish()
-    }
 }
 
 impl RerankConfig {
@@ -125,7 +114,7 @@ fn endpoint(url: &str) -> Result<reqwest::Url, String> {
 pub struct HttpReranker {
     endpoint: reqwest::Url,
     model: Option<String>,
-    api_key: Option<String>,
+    api_key: Option<ApiKey>,
     timeout: Duration,
     client: reqwest::blocking::Client,
 }
@@ -144,12 +133,7 @@ impl HttpReranker {
     /// A reranker for `config`. Safe to call on an async runtime's thread.
     pub fn new(config: RerankConfig) -> Result<Self, RerankError> {
         let endpoint = endpoint(&config.url).map_err(RerankError::Client)?;
-        let builder = reqwest::blocking::Client::builder().timeout(config.timeout);
-        // reqwest's blocking client panics when built on an async runtime's thread (the
-        // binary's `main` is one); building it on a thread of its own is always safe.
-        let client = std::thread::scope(|s| s.spawn(|| builder.build()).join())
-            .map_err(|_| RerankError::Client("building the HTTP client panicked".into()))?
-            .map_err(|e| RerankError::Client(e.to_string()))?;
+        let client = blocking_client(config.timeout).map_err(RerankError::Client)?;
         Ok(HttpReranker {
             endpoint,
             model: config.model,
@@ -202,26 +186,20 @@ impl Reranker for HttpReranker {
             top_n: documents.len(),
             return_documents: false,
         };
-        let mut request = self.client.post(self.endpoint.clone()).json(&body);
-        if let Some(key) = &self.api_key {
-            request = request.bearer_auth(key);
-        }
-        let transport = |e: reqwest::Error| {
+        let answer = post_json(&self.client, self.endpoint.clone(), self.api_key.as_ref(), &body)
+            .map_err(|e| {
             if e.is_timeout() {
                 RerankError::Timeout(self.timeout)
             } else {
                 RerankError::Transport(e)
             }
-        };
-        let response = request.send().map_err(transport)?;
-        let status = response.status();
-        let bytes = response.bytes().map_err(transport)?;
-        if !status.is_success() {
-            let text = String::from_utf8_lossy(&bytes);
+        })?;
+        if !answer.status.is_success() {
+            let text = String::from_utf8_lossy(&answer.body);
             let body: String = text.chars().take(200).collect();
-            return Err(RerankError::Status { status: status.as_u16(), body });
+            return Err(RerankError::Status { status: answer.status.as_u16(), body });
         }
-        probabilities(&bytes, documents.len())
+        probabilities(&answer.body, documents.len())
     }
 }
 
@@ -360,7 +338,7 @@ mod tests {
 
     #[test]
     fn debug_never_shows_the_key() {
-        let c = RerankConfig { api_key: Some("sekrit".into()), ..RerankConfig::new("http://h") };
+        let c = RerankConfig { api_key: ApiKey::new("sekrit"), ..RerankConfig::new("http://h") };
         assert!(!format!("{c:?}").contains("sekrit"));
     }
 }

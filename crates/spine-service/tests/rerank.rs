@@ -322,7 +322,7 @@ fn request_carries_query_documents_texts_model_and_bearer_key() {
     let p = provider(Answer::Tei);
     let c = RerankConfig {
         model: Some("BAAI/bge-reranker-base".into()),
-        api_key: Some("sekrit".into()),
+        api_key: spine_embed::http::ApiKey::new("sekrit"),
         ..config(&p)
     };
     search(&reranking(&e, c), 0);

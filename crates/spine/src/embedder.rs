@@ -153,7 +153,7 @@ pub fn build(args: &EmbedderArgs, model_dir: &Path) -> Result<Arc<dyn Embedder>>
                 );
             };
             let config = OpenAiConfig {
-                api_key: args.embed_api_key.clone().filter(|k| !k.is_empty()),
+                api_key: args.embed_api_key.clone().and_then(spine_embed::http::ApiKey::new),
                 dims: args.embed_dims,
                 ..OpenAiConfig::new(url.clone(), model.clone())
             };

@@ -95,7 +95,7 @@ impl RerankArgs {
         };
         let config = RerankConfig {
             model: set(&self.rerank_model).map(str::to_owned),
-            api_key: set(&self.rerank_api_key).map(str::to_owned),
+            api_key: set(&self.rerank_api_key).and_then(spine_embed::http::ApiKey::new),
             timeout: Duration::from_millis(self.rerank_timeout_ms),
             ..RerankConfig::new(url.trim_end_matches('/'))
         };
@@ -169,7 +169,7 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(c.url, "https://rerank.example.com/v1");
-        assert_eq!((c.model.as_deref(), c.api_key.as_deref()), (Some("m"), None));
+        assert_eq!((c.model.as_deref(), c.api_key.as_ref().map(|k| k.expose())), (Some("m"), None));
         assert_eq!(c.timeout, Duration::from_millis(1500));
     }
 }
