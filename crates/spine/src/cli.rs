@@ -1,0 +1,123 @@
+//! The command line: every command and flag (names are fixed: scripts and docs depend on
+//! them, see DESIGN "Command line").
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::builder::TypedValueParser;
+use clap::{Args, Parser, Subcommand};
+
+use crate::{embedder, ops, settings};
+
+/// Spine: a memory service for software agents, over MCP.
+#[derive(Debug, Parser)]
+#[command(name = "spine", version, about)]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Flags every command takes.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Directory holding the embedded database [default: $XDG_DATA_HOME/spine or ~/.local/share/spine]
+    #[arg(long, global = true, env = "SPINE_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// PostgreSQL URL for the shared backend (not available yet in this version).
+    #[arg(long, global = true, env = "SPINE_DATABASE_URL")]
+    pub database_url: Option<String>,
+    /// Directory holding the built-in model's files [default: ~/.cache/spine/models/all-MiniLM-L6-v2]
+    #[arg(long, global = true, env = "SPINE_MODEL_DIR")]
+    pub model_dir: Option<PathBuf>,
+    /// OIDC issuer URL; when set, every call needs a valid bearer token from this issuer.
+    #[arg(long, global = true, env = "SPINE_OIDC_ISSUER")]
+    pub oidc_issuer: Option<String>,
+    /// Audience the tokens must carry (required with --oidc-issuer).
+    #[arg(long, global = true, env = "SPINE_OIDC_AUDIENCE")]
+    pub oidc_audience: Option<String>,
+    /// Token claim whose value owns the records a caller writes.
+    #[arg(long, global = true, env = "SPINE_OWNER_CLAIM", default_value = "email")]
+    pub owner_claim: String,
+    #[command(flatten)]
+    pub embedder: embedder::EmbedderArgs,
+    #[command(flatten)]
+    pub limits: settings::LimitArgs,
+    #[command(flatten)]
+    pub rerank: settings::RerankArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve MCP on stdio (what Claude Code, Codex and Cursor launch).
+    Mcp,
+    /// Serve streamable HTTP MCP at /mcp, and /healthz.
+    Serve {
+        /// Address to listen on.
+        #[arg(long, env = "SPINE_LISTEN", default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        /// Extra Host header values to accept besides loopback (comma-separated), for
+        /// deployments behind a name; DNS-rebinding protection rejects others.
+        #[arg(long = "allowed-host", env = "SPINE_ALLOWED_HOSTS", value_delimiter = ',')]
+        allowed_hosts: Vec<String>,
+        /// Extra browser Origins to accept besides loopback (comma-separated,
+        /// scheme://host[:port]); requests from other origins are refused.
+        #[arg(long = "allowed-origin", env = "SPINE_ALLOWED_ORIGINS", value_delimiter = ',')]
+        allowed_origins: Vec<String>,
+        /// Close an MCP session after this long without a request (e.g. 30m, 2h); its
+        /// client then gets 404 and starts a new session.
+        #[arg(long, env = "SPINE_SESSION_IDLE_TIMEOUT", default_value = "30m", value_parser = humantime::parse_duration)]
+        session_idle_timeout: std::time::Duration,
+        /// The most MCP sessions open at once; beyond it `initialize` is answered 503.
+        #[arg(long, env = "SPINE_MAX_SESSIONS", default_value_t = spine_server::DEFAULT_MAX_SESSIONS, value_parser = clap::value_parser!(u64).range(1..).map(|n| n as usize))]
+        max_sessions: usize,
+    },
+    /// Re-embed records whose vector is missing or from another embedder.
+    ///
+    /// Run it after changing --embedder or --embed-model, with the new flags. Batched and
+    /// resumable (run it again to continue); safe while a server runs on the same data
+    /// directory.
+    Reindex {
+        /// Records read, embedded and written per batch (an HTTP embedder sends at most 64
+        /// texts per request).
+        #[arg(long, default_value_t = 64)]
+        batch: usize,
+    },
+    /// Fill in summaries for records without one (summary_source=auto).
+    ///
+    /// Needs SPINE_SUMMARY_MODEL: `builtin:extractive` (offline) or a chat model on the
+    /// OpenAI-compatible server at SPINE_SUMMARY_URL. Records with a summary, and every
+    /// client-written summary, are left alone. Each record is written whole or not at all,
+    /// so Ctrl-C and --timeout stop cleanly; run it again to continue. Safe while a server
+    /// runs on the same data directory.
+    SummarizeMissing(ops::summarize::SummarizeArgs),
+    /// Write records, with their vectors, as JSON lines (to stdout, or to a new file).
+    ///
+    /// Every record of every scope unless --scope is given. What it wrote is marked as
+    /// exported, which `spine-review purge` requires before deleting a record. Safe while a
+    /// server runs on the same data directory.
+    Export(ops::export::ExportArgs),
+    /// Read a file written by `spine export` into the store.
+    ///
+    /// Records whose id is present already are skipped, so an interrupted import continues
+    /// when run again. Records without a vector are embedded with the configured embedder.
+    /// Safe while a server runs on the same data directory.
+    Import(ops::import::ImportArgs),
+    /// Delete expired records: a preview unless --apply.
+    ///
+    /// Expired: not_after at or before now minus --older-than. Archived and superseded
+    /// records are left to `spine-review purge`.
+    PruneExpired(ops::prune::PruneArgs),
+    /// Advance every record's schema_version to this binary's.
+    ///
+    /// Additive only; never lowers a newer record's stamp. Idempotent and resumable.
+    Migrate(ops::migrate::MigrateArgs),
+    /// Review the store: scan, verify, consolidate, purge, archive, restore.
+    ///
+    /// Sweeps (scan, verify, consolidate) need --scope or --all-scopes; consolidate and
+    /// purge are previews unless --apply. Safe while a server runs on the same data
+    /// directory.
+    #[command(name = "spine-review")]
+    SpineReview(ops::review::ReviewArgs),
+}
