@@ -42,14 +42,20 @@ impl fmt::Display for ApiKey {
     }
 }
 
-/// A blocking client whose requests (connection included) take at most `timeout`.
+/// A blocking client whose requests (connection included) take at most `timeout`, and
+/// whose connection attempts at most 10 s of it.
 /// reqwest's blocking client refuses to be built on a thread inside a tokio runtime (the
 /// `spine` binary's main thread is one), so it is built on a thread of its own.
 pub fn blocking_client(timeout: Duration) -> Result<reqwest::blocking::Client, String> {
     std::thread::scope(|s| {
-        s.spawn(|| reqwest::blocking::Client::builder().timeout(timeout).build())
-            .join()
-            .map_err(|_| "building the HTTP client panicked".to_owned())
+        s.spawn(|| {
+            reqwest::blocking::Client::builder()
+                .timeout(timeout)
+                .connect_timeout(timeout.min(Duration::from_secs(10)))
+                .build()
+        })
+        .join()
+        .map_err(|_| "building the HTTP client panicked".to_owned())
     })?
     .map_err(|e| format!("cannot build the HTTP client: {e}"))
 }

@@ -163,7 +163,7 @@ impl Settings {
         };
         chat::check_url(&url)?;
         let mut config = chat::ChatConfig {
-            api_key: set(&a.summary_api_key),
+            api_key: set(&a.summary_api_key).and_then(spine_embed::http::ApiKey::new),
             max_chars,
             ..chat::ChatConfig::new(url, model.clone())
         };
@@ -720,7 +720,7 @@ mod tests {
         .unwrap();
         let Provider::Chat(c) = s.provider else { panic!("chat") };
         assert_eq!(
-            (c.model.as_str(), c.api_key.as_deref(), c.max_chars),
+            (c.model.as_str(), c.api_key.as_ref().map(|k| k.expose()), c.max_chars),
             ("llama3.2", Some("k"), 100)
         );
         assert_eq!(c.timeout, Duration::from_secs(300));

@@ -6,15 +6,16 @@
 //! `max_tokens`, so the length is asked for in the prompt and enforced afterwards by
 //! truncation. The answer is `choices[0].message.content`.
 //!
-//! Retries follow the embedding client (`spine_embed::OpenAiEmbedder`): connection errors,
-//! timeouts, 429 and 5xx are retried with doubling backoff (honouring `Retry-After`); other
-//! answers are not, because the same request would fail again.
+//! The HTTP exchange, the retries and the key go through `spine_embed::http`, like every
+//! outbound model call: connection errors, timeouts, 429 and 5xx are retried with doubling
+//! backoff (honouring `Retry-After`); other answers are not, because the same request would
+//! fail again.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use spine_core::{Clock, SystemClock, Timestamp};
-use spine_embed::http::{error_chain, retry_after_failure, snippet};
+use spine_embed::http::{self as wire, ApiKey, Retry, blocking_client, post_json, snippet};
 
 use super::{Failure, Summarizer, Summary};
 
@@ -24,15 +25,15 @@ use super::{Failure, Summarizer, Summary};
 /// 280-character summary needs anyway.
 pub const MAX_INPUT_CHARS: usize = 4000;
 
-/// Settings of a [`ChatSummarizer`]. `Debug` never shows the API key.
-#[derive(Clone)]
+/// Settings of a [`ChatSummarizer`]. `Debug` never shows the API key ([`ApiKey`]).
+#[derive(Clone, Debug)]
 pub struct ChatConfig {
     /// Server address, with or without a trailing `/v1` (or the whole path).
     pub base_url: String,
     /// Model name sent with every request, and stored as summary_model.
     pub model: String,
     /// Sent as `Authorization: Bearer <key>` when set.
-    pub api_key: Option<String>,
+    pub api_key: Option<ApiKey>,
     /// The summary length asked for (characters).
     pub max_chars: usize,
     /// Limit on one request, connection included.
@@ -56,20 +57,6 @@ impl ChatConfig {
             retries: 3,
             backoff: Duration::from_millis(500),
         }
-    }
-}
-
-impl std::fmt::Debug for ChatConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ChatConfig")
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("max_chars", &self.max_chars)
-            .field("timeout", &self.timeout)
-            .field("retries", &self.retries)
-            .field("backoff", &self.backoff)
-            .finish()
     }
 }
 
@@ -111,6 +98,7 @@ pub fn system_prompt(max_chars: usize) -> String {
 pub struct ChatSummarizer {
     client: reqwest::blocking::Client,
     url: String,
+    endpoint: reqwest::Url,
     config: ChatConfig,
 }
 
@@ -145,32 +133,14 @@ struct Answer {
     refusal: Option<String>,
 }
 
-/// How one attempt failed.
-enum Attempt {
-    /// Worth another attempt, after at least this long (from `Retry-After`), if given.
-    Transient(String, Option<Duration>),
-    /// Final.
-    Final(Failure),
-}
-
 impl ChatSummarizer {
     /// Builds the client; no request is made until the first summary.
     pub fn new(config: ChatConfig) -> anyhow::Result<Self> {
         let url = check_url(&config.base_url)?;
-        let timeout = config.timeout;
-        // reqwest's blocking client runs its own runtime thread and refuses to be built on a
-        // thread that is inside a tokio runtime.
-        let client = std::thread::scope(|s| {
-            s.spawn(|| {
-                reqwest::blocking::Client::builder()
-                    .timeout(timeout)
-                    .connect_timeout(timeout.min(Duration::from_secs(10)))
-                    .build()
-            })
-            .join()
-            .map_err(|_| anyhow::anyhow!("building the HTTP client panicked"))
-        })??;
-        Ok(ChatSummarizer { client, url, config })
+        let endpoint = reqwest::Url::parse(&url)
+            .map_err(|e| anyhow::anyhow!("SPINE_SUMMARY_URL {url} is not valid: {e}"))?;
+        let client = blocking_client(config.timeout).map_err(anyhow::Error::msg)?;
+        Ok(ChatSummarizer { client, url, endpoint, config })
     }
 
     /// The full endpoint requests go to (`…/v1/chat/completions`).
@@ -178,8 +148,10 @@ impl ChatSummarizer {
         &self.url
     }
 
-    /// One HTTP exchange: the answer's text, not yet cleaned.
-    fn attempt(&self, note: &str) -> Result<String, Attempt> {
+    /// One HTTP exchange: the answer's text, not yet cleaned; `Ok(Err(_))` when this record
+    /// failed for good (the next one may pass), `Err(_)` when the exchange failed (retried
+    /// when transient).
+    fn attempt(&self, note: &str) -> Result<Result<String, Failure>, wire::Failure> {
         let system = system_prompt(self.config.max_chars);
         let body = Request {
             model: &self.config.model,
@@ -189,64 +161,39 @@ impl ChatSummarizer {
             ],
             stream: false,
         };
-        let mut request = self.client.post(&self.url).json(&body);
-        if let Some(key) = &self.config.api_key {
-            request = request.bearer_auth(key);
-        }
-        let response = request.send().map_err(|e| self.transport_failure(e))?;
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
-        let bytes = response.bytes().map_err(|e| self.transport_failure(e))?;
-        let text = String::from_utf8_lossy(&bytes);
-        if !status.is_success() {
-            let msg = format!("{} answered HTTP {status}: {}", self.url, snippet(&text));
-            return Err(match status.as_u16() {
-                429 | 500..=599 => Attempt::Transient(msg, retry_after),
+        let answer =
+            post_json(&self.client, self.endpoint.clone(), self.config.api_key.as_ref(), &body)
+                .map_err(|e| wire::Failure::of_transport(&self.url, self.config.timeout, &e))?;
+        let text = String::from_utf8_lossy(&answer.body);
+        if !answer.status.is_success() {
+            return match answer.status.as_u16() {
                 // This note was refused (too long for the model's context, say); the next
                 // one may pass.
-                400 | 413 | 422 => Attempt::Final(Failure::Record(msg)),
-                // Authentication, a wrong URL or model name: every record would fail.
-                _ => Attempt::Final(Failure::Provider(msg)),
-            });
+                400 | 413 | 422 => Ok(Err(Failure::Record(format!(
+                    "{} answered HTTP {}: {}",
+                    self.url,
+                    answer.status,
+                    snippet(&text)
+                )))),
+                // 429 and 5xx are transient; authentication, a wrong URL or model name
+                // would fail for every record.
+                _ => Err(wire::Failure::of_status(&self.url, &answer)),
+            };
         }
-        let parsed: Response = serde_json::from_slice(&bytes).map_err(|e| {
-            Attempt::Final(Failure::Provider(format!(
+        let parsed: Response = serde_json::from_slice(&answer.body).map_err(|e| {
+            wire::Failure::Permanent(format!(
                 "{} answered with a body that is not a chat completion ({e}): {}",
                 self.url,
                 snippet(&text)
-            )))
+            ))
         })?;
         let Some(choice) = parsed.choices.into_iter().next() else {
-            return Err(Attempt::Final(Failure::Record("the model returned no choices".into())));
+            return Ok(Err(Failure::Record("the model returned no choices".into())));
         };
         if let Some(refusal) = choice.message.refusal.filter(|r| !r.trim().is_empty()) {
-            return Err(Attempt::Final(Failure::Record(format!(
-                "the model refused: {}",
-                snippet(&refusal)
-            ))));
+            return Ok(Err(Failure::Record(format!("the model refused: {}", snippet(&refusal)))));
         }
-        Ok(choice.message.content.unwrap_or_default())
-    }
-
-    fn transport_failure(&self, e: reqwest::Error) -> Attempt {
-        let what = if e.is_timeout() {
-            format!("timed out after {:?}", self.config.timeout)
-        } else if e.is_connect() {
-            "could not connect".to_owned()
-        } else {
-            "the request failed".to_owned()
-        };
-        let msg = format!("{}: {what}: {}", self.url, error_chain(&e));
-        if e.is_builder() {
-            Attempt::Final(Failure::Provider(msg))
-        } else {
-            Attempt::Transient(msg, None)
-        }
+        Ok(Ok(choice.message.content.unwrap_or_default()))
     }
 }
 
@@ -259,40 +206,20 @@ impl Summarizer for ChatSummarizer {
         let note = super::bound_chars(content.trim(), MAX_INPUT_CHARS);
         // SPEC summary_egress_at: when the content was (first) sent.
         let egress_at: Timestamp = SystemClock.now();
-        let mut attempt = 0u32;
-        loop {
-            let failure = match self.attempt(&note) {
-                Ok(answer) => {
-                    let text = super::finish(&answer, self.config.max_chars).ok_or_else(|| {
-                        Failure::Record(format!(
-                            "the model answered with an empty summary{}",
-                            if answer.trim().is_empty() {
-                                String::new()
-                            } else {
-                                format!(" ({})", snippet(&answer))
-                            }
-                        ))
-                    })?;
-                    return Ok(Summary { text, egress_at: Some(egress_at) });
+        let policy = Retry { retries: self.config.retries, backoff: self.config.backoff };
+        let answer = wire::with_retries("summary", policy, || self.attempt(&note))
+            .map_err(Failure::Provider)??;
+        let text = super::finish(&answer, self.config.max_chars).ok_or_else(|| {
+            Failure::Record(format!(
+                "the model answered with an empty summary{}",
+                if answer.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", snippet(&answer))
                 }
-                Err(f) => f,
-            };
-            match failure {
-                Attempt::Final(f) => return Err(f),
-                Attempt::Transient(msg, retry_after) => {
-                    let (retries, backoff) = (self.config.retries, self.config.backoff);
-                    retry_after_failure(
-                        "summary",
-                        msg,
-                        retry_after,
-                        &mut attempt,
-                        retries,
-                        backoff,
-                    )
-                    .map_err(Failure::Provider)?;
-                }
-            }
-        }
+            ))
+        })?;
+        Ok(Summary { text, egress_at: Some(egress_at) })
     }
 }
 
@@ -312,7 +239,7 @@ mod tests {
     #[test]
     fn the_key_is_never_debugged() {
         let c =
-            ChatConfig { api_key: Some("sk-secret".into()), ..ChatConfig::new("http://h", "m") };
+            ChatConfig { api_key: ApiKey::new("sk-secret"), ..ChatConfig::new("http://h", "m") };
         let shown = format!("{c:?}");
         assert!(!shown.contains("sk-secret") && shown.contains("redacted"), "{shown}");
     }
