@@ -11,8 +11,13 @@
 
 pub mod migrate;
 pub mod prune;
+pub mod reindex;
 pub mod review;
+pub mod stop;
+pub mod summarize;
+pub mod transfer;
 
+pub use spine_store::OperatorStore;
 use spine_store::StoreError;
 
 /// Why an operator use case stopped.

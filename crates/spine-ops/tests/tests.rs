@@ -1,7 +1,11 @@
 //! The operator use cases in-process, on a real SQLite store: the prune cut-off, the purge
-//! selection and chain rule, consolidation, archive / restore outcomes, migrate.
+//! selection and chain rule, consolidation, archive / restore outcomes, migrate, export and
+//! import ([`transfer`]) and the summarize sweep ([`summarize`]).
 //!
 //! One test binary for the crate; the binary's own tests drive the same commands end to end.
+
+mod summarize;
+mod transfer;
 
 use std::time::Duration;
 

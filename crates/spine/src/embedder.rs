@@ -5,21 +5,18 @@
 //! - An OpenAI-compatible server is used instead with `--embedder openai`.
 //! - Either sits behind an LRU cache of query embeddings.
 //! - A store holding vectors of another embedder is refused at start-up; `spine reindex`
-//!   re-embeds it (docs/embeddings.md).
+//!   re-embeds it ([`spine_ops::reindex`], docs/embeddings.md).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
-use spine_core::RecordId;
 use spine_embed::{
     BuiltinEmbedder, CachedEmbedder, DIMS, EmbedError, Embedder, MODEL_ID, OpenAiConfig,
     OpenAiEmbedder,
 };
-use spine_ops::Progress as _;
-use spine_store::{Embedding, SqliteStore, Store};
 
 use crate::ops::Progress;
 
@@ -173,12 +170,11 @@ pub fn build(args: &EmbedderArgs, model_dir: &Path) -> Result<Arc<dyn Embedder>>
 /// Refuses a store holding vectors of another embedder than `embedder`: their similarity
 /// to this embedder's queries would be meaningless (docs/embeddings.md, "Identity").
 pub fn check_identity(
-    store: &dyn Store,
+    models: &[(String, u64)],
     embedder: &dyn Embedder,
     args: &EmbedderArgs,
     data_dir: &Path,
 ) -> Result<()> {
-    let models = store.embedder_models().context("reading the embedder stamps of the store")?;
     let configured = embedder.model_id();
     let others: Vec<&(String, u64)> = models.iter().filter(|(m, _)| m != configured).collect();
     if others.is_empty() {
@@ -219,79 +215,18 @@ fn flags_for(model_id: &str) -> String {
     }
 }
 
-/// What `spine reindex` did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReindexSummary {
-    /// Records whose vector was (re)computed.
-    pub reembedded: u64,
-    /// Records deleted between being read and being written.
-    pub vanished: u64,
-    /// The embedder stamps in the store afterwards, with counts.
-    pub models: Vec<(String, u64)>,
-}
-
-/// Re-embeds, `batch` at a time, every record whose vector is missing or stamped with
-/// another embedder than `embedder`. Each batch is written as it completes, so an
-/// interrupted run loses at most one batch and the next run continues with what is left.
-/// Records written behind the cursor while it runs (by a server on the same directory) are
-/// caught by a final pass from the start. Blocking: call from a blocking thread.
-pub fn reindex(store: &dyn Store, embedder: &dyn Embedder, batch: usize) -> Result<ReindexSummary> {
-    let model = embedder.model_id();
-    let batch = batch.max(1);
-    let before = store.embedder_models()?;
-    // Records without any vector are not counted here (they do not occur in practice);
-    // the progress total grows if it meets some.
-    let total: u64 = before.iter().filter(|(m, _)| m != model).map(|(_, n)| n).sum();
-    let mut progress = Progress::new("re-embedding", total);
-    let (mut reembedded, mut vanished) = (0u64, 0u64);
-    let mut after: Option<RecordId> = None;
-    loop {
-        let page = store.needing_embedding(model, after, batch)?;
-        let Some(last) = page.last().map(|(id, _)| *id) else {
-            if after.is_none() {
-                break;
-            }
-            after = None;
-            continue;
-        };
-        let texts: Vec<&str> = page.iter().map(|(_, content)| content.as_str()).collect();
-        let vectors = embedder.embed(&texts).with_context(|| {
-            format!(
-                "embedding failed after {reembedded} record{} were re-embedded; \
-                 run `spine reindex` again to continue where it stopped",
-                plural(reembedded)
-            )
-        })?;
-        if vectors.len() != page.len() {
-            bail!("the embedder returned {} vectors for {} texts", vectors.len(), page.len());
-        }
-        for ((id, _), vector) in page.iter().zip(&vectors) {
-            if store.set_vector(id, Embedding { model, vector })? {
-                reembedded += 1;
-            } else {
-                vanished += 1;
-            }
-        }
-        progress.advance(page.len() as u64);
-        after = Some(last);
-    }
-    progress.finish();
-    Ok(ReindexSummary { reembedded, vanished, models: store.embedder_models()? })
-}
-
-/// `spine reindex`: opens the store in `data_dir` and re-embeds it with the configured
-/// embedder, printing a summary on stdout.
+/// `spine reindex`: re-embeds `store` with the configured embedder, printing a summary on
+/// stdout. Blocking.
 pub fn reindex_command(
-    data_dir: &Path,
+    store: &dyn spine_ops::OperatorStore,
     model_dir: &Path,
     args: &EmbedderArgs,
     batch: usize,
 ) -> Result<()> {
-    let store = SqliteStore::open(data_dir)
-        .with_context(|| format!("opening the store in {}", data_dir.display()))?;
     let embedder = build(args, model_dir)?;
     let started = Instant::now();
-    let summary = reindex(&store, embedder.as_ref(), batch)?;
+    let summary =
+        spine_ops::reindex::reindex(store, embedder.as_ref(), batch, &mut Progress::default())?;
     let secs = started.elapsed().as_secs_f64();
     let n = summary.reembedded;
     if n == 0 && summary.vanished == 0 {

@@ -22,7 +22,7 @@ use spine_server::auth::{OidcConfig, Verifier};
 use spine_server::{HttpOptions, Identity, SpineMcp, http_router};
 use spine_service::Service;
 use spine_service::rerank::HttpReranker;
-use spine_store::SqliteStore;
+use spine_store::{SqliteStore, Store};
 
 fn default_data_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
@@ -62,7 +62,8 @@ fn build_service(common: &Common) -> Result<Service> {
     let data_dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
     let store = SqliteStore::open(&data_dir)
         .with_context(|| format!("opening the store in {}", data_dir.display()))?;
-    embedder::check_identity(&store, embedder.as_ref(), &common.embedder, &data_dir)?;
+    let models = store.embedder_models().context("reading the embedder stamps of the store")?;
+    embedder::check_identity(&models, embedder.as_ref(), &common.embedder, &data_dir)?;
     tracing::info!(db = %store.path().display(), model = %model_dir.display(), "store open");
     let store = Arc::new(store);
     let warm = store.clone();
@@ -217,13 +218,10 @@ async fn serve(
 
 /// `spine reindex`.
 async fn reindex(common: Common, batch: usize) -> Result<()> {
-    if common.database_url.is_some() {
-        bail!("spine reindex works on the embedded store only (omit --database-url)");
-    }
-    let data_dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
+    let store = operator_store(&common, "reindex", false)?;
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
     blocking("reindex", move || {
-        embedder::reindex_command(&data_dir, &model_dir, &common.embedder, batch)
+        embedder::reindex_command(&store, &model_dir, &common.embedder, batch)
     })
     .await
 }

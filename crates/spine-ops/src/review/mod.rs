@@ -7,7 +7,9 @@ pub mod verify;
 
 use serde::Serialize;
 use spine_core::{IdRef, Memory, RecordId, Scope, Timestamp};
-use spine_store::{Access, OperatorStore, StateCounts};
+use spine_store::{Access, OperatorStore};
+
+pub use spine_store::StateCounts;
 
 use crate::{Error, Result};
 

@@ -15,9 +15,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 use spine_core::{Category, Scope, Timestamp};
-use spine_store::{
-    OperatorStore, PurgeCandidate, PurgeClass, PurgeCriteria, PurgeOutcome, PurgeRefusal,
-};
+use spine_store::{OperatorStore, PurgeOutcome, PurgeRefusal};
+pub use spine_store::{PurgeCandidate, PurgeClass, PurgeCriteria};
 
 use crate::{Error, Progress, Result};
 

@@ -15,8 +15,8 @@
 
 use anyhow::{Result, bail};
 use clap::Args;
+use spine_ops::OperatorStore;
 use spine_ops::migrate::{MigrateReport, migrate};
-use spine_store::SqliteStore;
 
 use super::{OutputArgs, Progress, count};
 
@@ -31,7 +31,7 @@ pub struct MigrateArgs {
 }
 
 /// `spine migrate` on `store`.
-pub fn run(store: &SqliteStore, args: &MigrateArgs) -> Result<()> {
+pub fn run(store: &dyn OperatorStore, args: &MigrateArgs) -> Result<()> {
     let report = migrate(store, args.batch as usize, &mut Progress::default())?;
     args.out.print(&report, || print_human(&report))?;
     if !report.kept.is_empty() {

@@ -103,15 +103,6 @@ enum Shown {
     },
 }
 
-impl Progress {
-    /// Starts showing progress over `total` items.
-    pub fn new(label: &str, total: u64) -> Self {
-        let mut p = Progress::default();
-        spine_ops::Progress::start(&mut p, label, total);
-        p
-    }
-}
-
 impl spine_ops::Progress for Progress {
     fn start(&mut self, label: &str, total: u64) {
         self.finish();

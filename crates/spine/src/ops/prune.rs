@@ -17,8 +17,8 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::Args;
 use spine_core::{Clock, SystemClock};
+use spine_ops::OperatorStore;
 use spine_ops::prune::{PruneReport, prune};
-use spine_store::SqliteStore;
 
 use super::{OutputArgs, Progress, count, parse_duration};
 /// Records listed per scope in the human preview (`--json` lists all).
@@ -39,7 +39,7 @@ pub struct PruneArgs {
 }
 
 /// `spine prune-expired` on `store`.
-pub fn run(store: &SqliteStore, args: &PruneArgs) -> Result<()> {
+pub fn run(store: &dyn OperatorStore, args: &PruneArgs) -> Result<()> {
     let report =
         prune(store, args.apply, args.older_than, SystemClock.now(), &mut Progress::default())?;
     args.out.print(&report, || print_human(&report))

@@ -21,7 +21,8 @@ use std::path::Path;
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use spine_core::{Clock, Scope, SystemClock, Timestamp};
-use spine_store::{SqliteStore, StateCounts};
+use spine_ops::OperatorStore;
+use spine_ops::review::StateCounts;
 
 use crate::embedder::EmbedderArgs;
 use crate::ops::{OutputArgs, ScopeArgs, count};
@@ -112,7 +113,7 @@ impl Plan {
     /// problems it exits 1 for (verify's violations). Blocking.
     pub fn run(
         self,
-        store: &SqliteStore,
+        store: &dyn OperatorStore,
         model_dir: &Path,
         embedder: &EmbedderArgs,
     ) -> Result<bool> {
@@ -142,7 +143,7 @@ pub fn flush() {
     let _ = std::io::stdout().flush();
 }
 
-fn scan(store: &SqliteStore, scope: Option<&Scope>, output: OutputArgs) -> Result<()> {
+fn scan(store: &dyn OperatorStore, scope: Option<&Scope>, output: OutputArgs) -> Result<()> {
     let report = spine_ops::review::scan(store, scope, now())?;
     output.print(&report, || {
         let width = report.scopes.iter().map(|s| s.scope.chars().count()).max().unwrap_or(0).max(5);
@@ -179,7 +180,7 @@ fn scan(store: &SqliteStore, scope: Option<&Scope>, output: OutputArgs) -> Resul
 }
 
 /// archive (`archive` = true) or restore any owner's records, one outcome per `--id`.
-fn set_archived(store: &SqliteStore, a: ArchiveArgs, archive: bool) -> Result<()> {
+fn set_archived(store: &dyn OperatorStore, a: ArchiveArgs, archive: bool) -> Result<()> {
     let report = spine_ops::review::set_archived(store, a.ids, archive, now())?;
     a.output.print(&report, || {
         for r in &report.results {

@@ -9,33 +9,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-
-/// Why a command stopped before it finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stopped {
-    /// Its `--timeout` passed.
-    Timeout,
-    /// It received this signal (2 = SIGINT, 15 = SIGTERM).
-    Signal(i32),
-}
-
-impl Stopped {
-    /// The conventional exit status: 124 for a timeout (as `timeout(1)`), 128 + the signal.
-    pub fn exit_code(self) -> i32 {
-        match self {
-            Stopped::Timeout => 124,
-            Stopped::Signal(n) => 128 + n,
-        }
-    }
-
-    /// `timeout` or `interrupted`, for reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Stopped::Timeout => "timeout",
-            Stopped::Signal(_) => "interrupted",
-        }
-    }
-}
+pub use spine_ops::stop::Stopped;
 
 /// Whether to stop: a signal arrived or the deadline passed. Cheap to check.
 #[derive(Debug, Clone)]
@@ -60,9 +34,10 @@ impl Stop {
     pub fn after(timeout: Duration) -> Stop {
         Stop { signal: Arc::default(), deadline: Some(Instant::now() + timeout) }
     }
+}
 
-    /// Why to stop now, if so.
-    pub fn check(&self) -> Option<Stopped> {
+impl spine_ops::stop::Interrupt for Stop {
+    fn check(&self) -> Option<Stopped> {
         match self.signal.load(Ordering::SeqCst) {
             0 => self.deadline.filter(|d| Instant::now() >= *d).map(|_| Stopped::Timeout),
             n => Some(Stopped::Signal(n)),
@@ -114,14 +89,11 @@ fn watch(flag: Arc<AtomicI32>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use spine_ops::stop::Interrupt as _;
 
     #[test]
-    fn a_deadline_stops_once_passed() {
-        let stop = Stop::after(Duration::from_millis(30));
-        assert_eq!(stop.check(), None);
-        std::thread::sleep(Duration::from_millis(40));
-        assert_eq!(stop.check(), Some(Stopped::Timeout));
-        assert_eq!(Stopped::Timeout.exit_code(), 124);
-        assert_eq!(Stopped::Signal(2).exit_code(), 130);
+    fn a_passed_deadline_stops_and_a_far_one_does_not() {
+        assert_eq!(Stop::after(Duration::ZERO).check(), Some(Stopped::Timeout));
+        assert_eq!(Stop::after(Duration::from_secs(3600)).check(), None);
     }
 }

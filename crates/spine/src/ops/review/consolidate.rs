@@ -13,8 +13,8 @@
 use anyhow::Result;
 use clap::Args;
 use spine_core::Scope;
+use spine_ops::OperatorStore;
 use spine_ops::review::consolidate::{DEFAULT_THRESHOLD, Report, check_threshold, consolidate};
-use spine_store::SqliteStore;
 
 use super::scope_label;
 use crate::ops::{OutputArgs, Progress, ScopeArgs, count};
@@ -53,7 +53,7 @@ impl ConsolidateArgs {
 }
 
 /// `spine-review consolidate` on `store`.
-pub fn run(store: &SqliteStore, plan: Plan) -> Result<()> {
+pub fn run(store: &dyn OperatorStore, plan: Plan) -> Result<()> {
     let scope = plan.scope.as_ref();
     let report = consolidate(store, scope, plan.threshold, plan.apply, &mut Progress::default())?;
     plan.output.print(&report, || print_human(&report, scope))

@@ -16,8 +16,9 @@ use std::time::Duration;
 use anyhow::Result;
 use clap::{Args, ValueEnum};
 use spine_core::Timestamp;
+use spine_ops::OperatorStore;
+use spine_ops::review::purge::{PurgeCandidate, PurgeClass, PurgeCriteria};
 use spine_ops::review::purge::{Report, Request, criteria, purge};
-use spine_store::{PurgeCandidate, PurgeClass, PurgeCriteria, SqliteStore};
 
 use crate::ops::{OutputArgs, Progress, ScopeArgs, count, parse_duration};
 
@@ -94,7 +95,7 @@ impl PurgeArgs {
 }
 
 /// `spine-review purge` on `store`.
-pub fn run(store: &SqliteStore, plan: Plan) -> Result<()> {
+pub fn run(store: &dyn OperatorStore, plan: Plan) -> Result<()> {
     let report = purge(store, &plan.criteria, plan.now, plan.apply, &mut Progress::default())?;
     plan.output.print(&report, || print_human(&report))
 }

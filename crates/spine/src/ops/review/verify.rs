@@ -4,8 +4,8 @@ use std::path::Path;
 
 use anyhow::Result;
 use spine_core::Scope;
+use spine_ops::OperatorStore;
 use spine_ops::review::verify::verify;
-use spine_store::SqliteStore;
 
 use super::scope_label;
 use crate::embedder::{self, EmbedderArgs, EmbedderKind};
@@ -25,7 +25,7 @@ fn configured(model_dir: &Path, args: &EmbedderArgs) -> Result<(String, Option<u
 
 /// Returns true when violations were found.
 pub fn run(
-    store: &SqliteStore,
+    store: &dyn OperatorStore,
     scope: Option<&Scope>,
     model_dir: &Path,
     args: &EmbedderArgs,

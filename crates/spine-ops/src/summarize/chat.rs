@@ -74,10 +74,12 @@ pub fn chat_url(base: &str) -> String {
 }
 
 /// The endpoint of `base`, when it is an http(s) URL.
-pub fn check_url(base: &str) -> anyhow::Result<String> {
+pub fn check_url(base: &str) -> crate::Result<String> {
     let url = chat_url(base);
     if !(url.starts_with("http://") || url.starts_with("https://")) {
-        anyhow::bail!("SPINE_SUMMARY_URL must start with http:// or https:// (got {base})");
+        return Err(crate::Error::Invalid(format!(
+            "SPINE_SUMMARY_URL must start with http:// or https:// (got {base})"
+        )));
     }
     Ok(url)
 }
@@ -135,11 +137,12 @@ struct Answer {
 
 impl ChatSummarizer {
     /// Builds the client; no request is made until the first summary.
-    pub fn new(config: ChatConfig) -> anyhow::Result<Self> {
+    pub fn new(config: ChatConfig) -> crate::Result<Self> {
         let url = check_url(&config.base_url)?;
-        let endpoint = reqwest::Url::parse(&url)
-            .map_err(|e| anyhow::anyhow!("SPINE_SUMMARY_URL {url} is not valid: {e}"))?;
-        let client = blocking_client(config.timeout).map_err(anyhow::Error::msg)?;
+        let endpoint = reqwest::Url::parse(&url).map_err(|e| {
+            crate::Error::Invalid(format!("SPINE_SUMMARY_URL {url} is not valid: {e}"))
+        })?;
+        let client = blocking_client(config.timeout).map_err(crate::Error::Invalid)?;
         Ok(ChatSummarizer { client, url, endpoint, config })
     }
 

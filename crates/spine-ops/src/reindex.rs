@@ -1,0 +1,79 @@
+//! `spine reindex`: re-embeds every record whose vector is missing or stamped with another
+//! embedder than the configured one (docs/embeddings.md).
+//!
+//! Batched and resumable: each batch is written as it completes, so an interrupted run
+//! loses at most one batch and the next run continues with what is left. Records written
+//! behind the cursor while it runs (by a server on the same directory) are caught by a
+//! final pass from the start.
+
+use serde::Serialize;
+use spine_core::RecordId;
+use spine_embed::Embedder;
+use spine_store::{Embedding, Store};
+
+use crate::{Error, Progress, Result};
+
+/// What a reindex did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReindexReport {
+    /// Records whose vector was (re)computed.
+    pub reembedded: u64,
+    /// Records deleted between being read and being written.
+    pub vanished: u64,
+    /// The embedder stamps in the store afterwards, with counts.
+    pub models: Vec<(String, u64)>,
+}
+
+/// Re-embeds `store` with `embedder`, `batch` records per embedding call. Blocking.
+pub fn reindex(
+    store: &dyn Store,
+    embedder: &dyn Embedder,
+    batch: usize,
+    progress: &mut dyn Progress,
+) -> Result<ReindexReport> {
+    let model = embedder.model_id();
+    let batch = batch.max(1);
+    let before = store.embedder_models()?;
+    // Records without any vector are not counted here (they do not occur in practice);
+    // the progress total grows if it meets some.
+    let total: u64 = before.iter().filter(|(m, _)| m != model).map(|(_, n)| n).sum();
+    progress.start("re-embedding", total);
+    let (mut reembedded, mut vanished) = (0u64, 0u64);
+    let mut after: Option<RecordId> = None;
+    loop {
+        let page = store.needing_embedding(model, after, batch)?;
+        let Some(last) = page.last().map(|(id, _)| *id) else {
+            if after.is_none() {
+                break;
+            }
+            after = None;
+            continue;
+        };
+        let texts: Vec<&str> = page.iter().map(|(_, content)| content.as_str()).collect();
+        let vectors = embedder.embed(&texts).map_err(|e| {
+            Error::Embed(format!(
+                "{e}; {reembedded} record{} were re-embedded before it: run `spine reindex` \
+                 again to continue where it stopped",
+                if reembedded == 1 { "" } else { "s" }
+            ))
+        })?;
+        if vectors.len() != page.len() {
+            return Err(Error::Embed(format!(
+                "the embedder returned {} vectors for {} texts",
+                vectors.len(),
+                page.len()
+            )));
+        }
+        for ((id, _), vector) in page.iter().zip(&vectors) {
+            if store.set_vector(id, Embedding { model, vector })? {
+                reembedded += 1;
+            } else {
+                vanished += 1;
+            }
+        }
+        progress.advance(page.len() as u64);
+        after = Some(last);
+    }
+    progress.finish();
+    Ok(ReindexReport { reembedded, vanished, models: store.embedder_models()? })
+}

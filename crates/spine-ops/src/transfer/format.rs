@@ -1,0 +1,259 @@
+//! The export file format: what `spine export` writes and `spine import` reads back.
+//!
+//! Format version 1, one JSON document per line:
+//!
+//! ```text
+//! {"header":{"format":"spine-export","version":1,"exported_at":"…","schema_version":1,"scope":null,"vectors":true}}
+//! {"record":{…the stored record…},"vector":{"model":"builtin:all-MiniLM-L6-v2","dims":384,"f32le":"…"}}
+//! {"end":{"records":1}}
+//! ```
+//!
+//! `record` is the stored payload byte for byte (the record's JSON with every SPEC key, and
+//! any key a newer binary wrote), so export → import → export reproduces every record line
+//! exactly. `vector` is absent with `--no-vectors` or when the record has none; `f32le` is
+//! the standard base64 of the `dims` components as little-endian f32, the bytes the store
+//! keeps. The `end` line tells a complete file from one cut short.
+//!
+
+use std::borrow::Cow;
+use std::io::Write;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use spine_core::Memory;
+use spine_store::{StoredRecord, StoredVector};
+
+/// The `format` of the header line.
+pub const FORMAT: &str = "spine-export";
+/// The format version this binary writes, and the newest it reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// First line of an export.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Header {
+    /// Always [`FORMAT`].
+    pub format: String,
+    /// [`FORMAT_VERSION`] of the writer.
+    pub version: u32,
+    /// When the export started (RFC 3339).
+    pub exported_at: String,
+    /// The record schema version of the writing binary (records keep their own stamps).
+    pub schema_version: u32,
+    /// The exported scope; `null` for every scope.
+    pub scope: Option<String>,
+    /// Whether vectors were written.
+    pub vectors: bool,
+}
+
+/// Last line of an export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct End {
+    /// How many record lines precede it.
+    pub records: u64,
+}
+
+/// The header line, as written.
+#[derive(Serialize)]
+pub(super) struct HeaderLine<'a> {
+    pub(super) header: &'a Header,
+}
+
+/// The end line, as written.
+#[derive(Serialize)]
+pub(super) struct EndLine {
+    pub(super) end: End,
+}
+
+/// The `vector` of a record line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VectorLine {
+    model: String,
+    dims: usize,
+    f32le: String,
+}
+
+/// One line of an export, parsed.
+#[derive(Debug)]
+pub enum Line<'a> {
+    /// The header.
+    Header(Header),
+    /// A record: its payload as written, decoded, and its vector (embedder id, components).
+    Record {
+        /// The payload as written.
+        body: &'a str,
+        /// The payload decoded.
+        memory: Box<Memory>,
+        /// The vector: embedder id and components.
+        vector: Option<(String, Vec<f32>)>,
+    },
+    /// The end.
+    End(End),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLine<'a> {
+    #[serde(default)]
+    header: Option<Header>,
+    #[serde(borrow, default)]
+    record: Option<&'a RawValue>,
+    #[serde(default)]
+    vector: Option<VectorLine>,
+    #[serde(default)]
+    end: Option<End>,
+}
+
+/// Parses one line of an export file; the error says what is wrong with it.
+pub fn parse_line(line: &str) -> Result<Line<'_>, String> {
+    let raw: RawLine<'_> =
+        serde_json::from_str(line).map_err(|e| format!("not a line of a spine export ({e})"))?;
+    match (raw.header, raw.record, raw.end, raw.vector) {
+        (Some(h), None, None, None) => Ok(Line::Header(h)),
+        (None, Some(record), None, vector) => {
+            let body = record.get();
+            let memory: Memory = serde_json::from_str(body)
+                .map_err(|e| format!("the record is not a valid Spine record ({e})"))?;
+            let vector = vector.map(decode_vector).transpose()?;
+            Ok(Line::Record { body, memory: Box::new(memory), vector })
+        }
+        (None, None, Some(end), None) => Ok(Line::End(end)),
+        _ => Err("a line holds exactly one of `header`, `record` (with an optional `vector`) \
+                  or `end`"
+            .into()),
+    }
+}
+
+fn decode_vector(v: VectorLine) -> Result<(String, Vec<f32>), String> {
+    if v.model.trim().is_empty() {
+        return Err("vector.model is empty".into());
+    }
+    let bytes =
+        STANDARD.decode(&v.f32le).map_err(|e| format!("vector.f32le is not base64 ({e})"))?;
+    if v.dims == 0 || v.dims.checked_mul(4) != Some(bytes.len()) {
+        return Err(format!(
+            "vector.f32le holds {} bytes where {} dims need {}",
+            bytes.len(),
+            v.dims,
+            v.dims.saturating_mul(4)
+        ));
+    }
+    let vector = bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+    Ok((v.model, vector.collect()))
+}
+
+/// Writes one record line.
+pub(super) fn write_record(w: &mut (impl Write + ?Sized), r: &StoredRecord) -> std::io::Result<()> {
+    // A stored payload is compact JSON (serde or SQLite's json functions). Were a raw line
+    // break ever in one, it could only sit between tokens (JSON strings escape them), where
+    // a space means the same.
+    let body = match r.body.contains(['\n', '\r']) {
+        true => Cow::Owned(r.body.replace(['\n', '\r'], " ")),
+        false => Cow::Borrowed(r.body.as_str()),
+    };
+    w.write_all(b"{\"record\":")?;
+    w.write_all(body.as_bytes())?;
+    if let Some(StoredVector { model, dims, data }) = &r.vector {
+        let v = VectorLine { model: model.clone(), dims: *dims, f32le: STANDARD.encode(data) };
+        w.write_all(b",\"vector\":")?;
+        serde_json::to_writer(&mut *w, &v)?;
+    }
+    w.write_all(b"}\n")
+}
+
+/// Writes `value` as one JSON line.
+pub(super) fn write_json_line(
+    w: &mut (impl Write + ?Sized),
+    value: &impl Serialize,
+) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *w, value)?;
+    w.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use spine_core::SCHEMA_VERSION;
+
+    fn stored(body: &str, vector: Option<StoredVector>) -> StoredRecord {
+        StoredRecord { rowid: 1, id: "x".into(), body: body.into(), vector }
+    }
+
+    const BODY: &str = r#"{"id":"0190f5a0-0000-7000-8000-000000000001","short_id":"ABCDEFGHJK","content":"c","scope":"a:project:x","source":"user-said","category":"decision","tags":[],"summary_source":"","actor":"","owner":"","visibility":"","created_at":"2027-01-15T08:00:00Z","access_count":0,"schema_version":1,"later_key":[1,2]}"#;
+
+    #[test]
+    fn a_record_line_carries_the_payload_byte_for_byte_and_the_vector_bytes() {
+        let v = [0.25f32, -3.5, f32::MIN_POSITIVE];
+        let data: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let vector = StoredVector { model: "m:1".into(), dims: 3, data };
+        let mut out = Vec::new();
+        write_record(&mut out, &stored(BODY, Some(vector))).unwrap();
+        let line = String::from_utf8(out).unwrap();
+        assert!(line.ends_with("}\n") && line.matches('\n').count() == 1);
+        let Line::Record { body, memory, vector } = parse_line(line.trim_end()).unwrap() else {
+            panic!("a record line")
+        };
+        assert_eq!(body, BODY, "unknown keys and key order survive");
+        assert_eq!(memory.content, "c");
+        assert_eq!(vector, Some(("m:1".to_owned(), v.to_vec())));
+    }
+
+    #[test]
+    fn a_payload_with_a_line_break_still_makes_one_line() {
+        let body = BODY.replace(",\"content\"", ",\n\"content\"");
+        let mut out = Vec::new();
+        write_record(&mut out, &stored(&body, None)).unwrap();
+        let line = String::from_utf8(out).unwrap();
+        assert_eq!(line.matches('\n').count(), 1);
+        assert!(matches!(parse_line(line.trim_end()), Ok(Line::Record { vector: None, .. })));
+    }
+
+    #[test]
+    fn malformed_lines_say_what_is_wrong() {
+        let cases = [
+            ("{", "not a line of a spine export"),
+            (r#"{"record":{"content":"no id"}}"#, "not a valid Spine record"),
+            (r#"{"recrod":{}}"#, "unknown field"),
+            ("{}", "exactly one of"),
+            (r#"{"end":{"records":1},"record":{}}"#, "exactly one of"),
+            (
+                r#"{"end":{"records":1},"vector":{"model":"m","dims":1,"f32le":"AAAAAA=="}}"#,
+                "exactly one of",
+            ),
+        ];
+        for (line, needle) in cases {
+            let e = parse_line(line).unwrap_err();
+            assert!(e.contains(needle), "{line}: {e}");
+        }
+        let with = |v: &str| format!(r#"{{"record":{BODY},"vector":{v}}}"#);
+        for (v, needle) in [
+            (r#"{"model":"m","dims":2,"f32le":"AAAAAA=="}"#, "holds 4 bytes where 2 dims need 8"),
+            (r#"{"model":"m","dims":0,"f32le":""}"#, "0 dims"),
+            (r#"{"model":"m","dims":1,"f32le":"***"}"#, "not base64"),
+            (r#"{"model":"","dims":1,"f32le":"AAAAAA=="}"#, "model is empty"),
+        ] {
+            let e = parse_line(&with(v)).unwrap_err();
+            assert!(e.contains(needle), "{v}: {e}");
+        }
+    }
+
+    #[test]
+    fn header_and_end_round_trip() {
+        let header = Header {
+            format: FORMAT.into(),
+            version: FORMAT_VERSION,
+            exported_at: "2027-01-15T08:00:00Z".into(),
+            schema_version: SCHEMA_VERSION,
+            scope: None,
+            vectors: true,
+        };
+        let line = serde_json::to_string(&HeaderLine { header: &header }).unwrap();
+        assert!(matches!(parse_line(&line), Ok(Line::Header(h)) if h == header));
+        let line = serde_json::to_string(&EndLine { end: End { records: 7 } }).unwrap();
+        assert!(matches!(parse_line(&line), Ok(Line::End(End { records: 7 }))));
+    }
+}
