@@ -11,6 +11,7 @@
 //! Search figures exclude the query embedding (SPEC targets do): query vectors are served
 //! from a memo. See `scale.rs` for how the benchmark vectors are made.
 
+mod corpus;
 mod eval;
 mod scale;
 
@@ -118,7 +119,7 @@ fn main() -> Result<()> {
             let layout =
                 if cmd == "cross" { scale::Layout::Cross } else { scale::Layout::OneScope };
             let embedder = Arc::new(Memo::new(model()?));
-            scale::run(embedder, &eval::real_texts(2000)?, layout, &numbers(1)?)
+            scale::run(embedder, &corpus::real_texts(2000)?, layout, &numbers(1)?)
         }
         Some("ingest") => ingest(numbers(1)?.first().copied().unwrap_or(500)),
         Some("eval") => eval::eval(numbers(1)?.first().copied().unwrap_or(eval::DEFAULT_DOCS)),

@@ -12,7 +12,7 @@
 //! headers that point elsewhere for keys (`jku`, `x5u`, `jwk`) are ignored, never fetched.
 
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -20,7 +20,7 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use spine_core::Caller;
+use spine_core::{Caller, Clock, SystemClock, Timestamp};
 
 /// The owner claim used when the operator names none (SPEC Authentication 2).
 pub const DEFAULT_OWNER_CLAIM: &str = "email";
@@ -134,6 +134,8 @@ pub fn parse_bearer(authorization: Option<&str>) -> Result<&str, AuthError> {
 pub struct Verifier {
     shared: Arc<Shared>,
     min_refresh: Duration,
+    /// Measures the refresh interval (injected by tests).
+    clock: Arc<dyn Clock>,
 }
 
 struct Shared {
@@ -143,7 +145,7 @@ struct Shared {
     keys: RwLock<Arc<KeySet>>,
     /// When an unknown `kid` last caused a refresh; the lock also makes concurrent refreshes
     /// wait for the one in flight instead of each fetching.
-    last_refresh: tokio::sync::Mutex<Option<Instant>>,
+    last_refresh: tokio::sync::Mutex<Option<Timestamp>>,
 }
 
 impl std::fmt::Debug for Verifier {
@@ -188,6 +190,7 @@ impl Verifier {
                 last_refresh: tokio::sync::Mutex::new(None),
             }),
             min_refresh: DEFAULT_MIN_REFRESH,
+            clock: Arc::new(SystemClock),
         })
     }
 
@@ -195,6 +198,12 @@ impl Verifier {
     /// ([`DEFAULT_MIN_REFRESH`] by default). Tests shorten it.
     pub fn with_min_refresh(mut self, interval: Duration) -> Self {
         self.min_refresh = interval;
+        self
+    }
+
+    /// Measures the refresh interval with `clock` instead of the system clock (tests).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
         self
     }
 
@@ -256,10 +265,13 @@ impl Verifier {
     /// set to use either way. A failed fetch keeps the cached keys.
     async fn refresh_keys(&self) -> Arc<KeySet> {
         let mut last_refresh = self.shared.last_refresh.lock().await;
-        if last_refresh.is_some_and(|at| at.elapsed() < self.min_refresh) {
+        let now = self.clock.now();
+        let interval = i64::try_from(self.min_refresh.as_micros()).unwrap_or(i64::MAX);
+        if last_refresh.is_some_and(|at| now.as_micros().saturating_sub(at.as_micros()) < interval)
+        {
             return self.current_keys();
         }
-        *last_refresh = Some(Instant::now());
+        *last_refresh = Some(now);
         match fetch_key_set(&self.shared.http, &self.shared.jwks_uri).await {
             Ok(keys) => {
                 let keys = Arc::new(keys);

@@ -1,8 +1,10 @@
 //! Bearer-token verification against a real OIDC issuer on loopback (SPEC "Authentication").
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use spine_core::{ManualClock, Timestamp};
 use spine_server::auth::{AuthError, OidcConfig, Verifier};
 use spine_testkit::{Alg, TestIssuer, now};
 
@@ -328,8 +330,8 @@ async fn rotated_in_key_is_accepted_after_refresh() {
 #[tokio::test]
 async fn rotation_within_the_refresh_interval_waits_for_the_interval() {
     let (issuer, verifier) = issuer_and_verifier().await;
-    // Wide enough that rotating (an RSA key generation) fits inside it on a loaded machine.
-    let verifier = verifier.with_min_refresh(Duration::from_secs(3));
+    let clock = Arc::new(ManualClock::new(Timestamp::from_micros(1_000_000)));
+    let verifier = verifier.with_min_refresh(Duration::from_secs(3)).with_clock(clock.clone());
     let stranger = issuer.mint_unknown_kid(issuer.claims_for(EMAIL, AUDIENCE));
     assert_rejected(&verifier, &stranger, AuthError::UnknownKey).await;
     assert_eq!(issuer.jwks_fetches(), 2);
@@ -339,7 +341,10 @@ async fn rotation_within_the_refresh_interval_waits_for_the_interval() {
     assert_rejected(&verifier, &rotated, AuthError::UnknownKey).await;
     assert_eq!(issuer.jwks_fetches(), 2, "no refresh within the interval");
 
-    tokio::time::sleep(Duration::from_millis(3100)).await;
+    clock.advance_micros(2_999_999);
+    assert_rejected(&verifier, &rotated, AuthError::UnknownKey).await;
+    assert_eq!(issuer.jwks_fetches(), 2, "still within the interval");
+    clock.advance_micros(1);
     assert_accepted(&verifier, &rotated).await;
     assert_eq!(issuer.jwks_fetches(), 3);
 }
