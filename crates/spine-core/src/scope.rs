@@ -92,9 +92,14 @@ impl Scope {
 
     /// Parses a scope for an ordinary memory: discovery and rule scopes are reserved.
     pub fn parse_memory(field: &str, input: &str) -> Result<Self, Error> {
-        let scope = Self::parse(field, input)?;
-        match scope.kind() {
-            ScopeKind::Memory => Ok(scope),
+        Self::parse(field, input)?.require_memory(field)
+    }
+
+    /// This scope when it holds ordinary memories: discovery and rule scopes are reserved
+    /// (`reserved_scope`, naming `field`).
+    pub fn require_memory(self, field: &str) -> Result<Self, Error> {
+        match self.kind() {
+            ScopeKind::Memory => Ok(self),
             ScopeKind::Discovery => Err(Error::invalid(
                 field,
                 Hint::ReservedScope,

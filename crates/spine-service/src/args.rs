@@ -8,7 +8,14 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde::de::IntoDeserializer;
 use serde_json::{Map, Value};
-use spine_core::{Citation, DiscoveryKind, Error, Hint, ScheduledState};
+pub mod edge;
+
+use spine_core::{
+    Category, Citation, DiscoveryKind, EpochSeconds, Error, Hint, ScheduledState, Scope, Source,
+    Timestamp,
+};
+
+pub use edge::IdInput;
 
 /// Parses tool arguments: unknown keys are rejected (hint `unknown_field`: a typo such as
 /// `categoies` would otherwise silently widen a search), missing required keys get
@@ -32,9 +39,13 @@ pub fn parse_args<T: DeserializeOwned + JsonSchema>(args: Map<String, Value>) ->
         }
     }
     let value = Value::Object(args);
+    edge::clear();
     serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
+        if let Some(parsed) = edge::take(&inner, &path) {
+            return parsed;
+        }
         if let Some(name) = inner.strip_prefix("missing field `").and_then(|r| r.split('`').next())
         {
             let field = if path == "." { name.to_owned() } else { format!("{path}.{name}") };
@@ -81,11 +92,17 @@ macro_rules! record_args {
             /// decision, preference, convention or gotcha; never secrets or transient state.
             pub content: String,
             /// Scope `<run>:<tier>:<repo>`, e.g. `myteam:project:spine`.
-            pub scope: String,
+            #[serde(deserialize_with = "edge::required")]
+            #[schemars(with = "String")]
+            pub scope: Scope,
             /// `user-said` (the user stated it) or `agent-inferred` (you derived it).
-            pub source: String,
+            #[serde(deserialize_with = "edge::required")]
+            #[schemars(with = "String")]
+            pub source: Source,
             /// `decision`, `preference`, `convention` or `gotcha`.
-            pub category: String,
+            #[serde(deserialize_with = "edge::required")]
+            #[schemars(with = "String")]
+            pub category: Category,
             /// Free-form labels, used as AND filters in search_memory / list_memory.
             #[serde(default)]
             pub tags: Option<Vec<String>>,
@@ -145,11 +162,13 @@ record_args! {
     /// Arguments of schedule_memory: store_memory's plus a validity window.
     ScheduleMemoryArgs {
         /// RFC 3339 time: hidden from recall until now is at or past it.
-        #[serde(default)]
-        not_before: Option<String>,
+        #[serde(default, deserialize_with = "edge::optional")]
+        #[schemars(with = "Option<String>")]
+        not_before: Option<EpochSeconds>,
         /// RFC 3339 time: dropped from recall once now is at or past it.
-        #[serde(default)]
-        not_after: Option<String>,
+        #[serde(default, deserialize_with = "edge::optional")]
+        #[schemars(with = "Option<String>")]
+        not_after: Option<EpochSeconds>,
     }
 }
 
@@ -172,11 +191,13 @@ pub struct SearchMemoryArgs {
     #[serde(default)]
     pub categories: Option<Vec<String>>,
     /// RFC 3339: only records created at or after this time.
-    #[serde(default)]
-    pub created_after: Option<String>,
+    #[serde(default, deserialize_with = "edge::optional")]
+    #[schemars(with = "Option<String>")]
+    pub created_after: Option<Timestamp>,
     /// RFC 3339: only records created strictly before this time.
-    #[serde(default)]
-    pub created_before: Option<String>,
+    #[serde(default, deserialize_with = "edge::optional")]
+    #[schemars(with = "Option<String>")]
+    pub created_before: Option<Timestamp>,
     /// true returns every field including citations; default is the compact view.
     #[serde(default = "default_false")]
     pub full: bool,
@@ -201,11 +222,13 @@ pub struct ListMemoryArgs {
     #[serde(default)]
     pub categories: Option<Vec<String>>,
     /// RFC 3339: only records created at or after this time.
-    #[serde(default)]
-    pub created_after: Option<String>,
+    #[serde(default, deserialize_with = "edge::optional")]
+    #[schemars(with = "Option<String>")]
+    pub created_after: Option<Timestamp>,
     /// RFC 3339: only records created strictly before this time.
-    #[serde(default)]
-    pub created_before: Option<String>,
+    #[serde(default, deserialize_with = "edge::optional")]
+    #[schemars(with = "Option<String>")]
+    pub created_before: Option<Timestamp>,
     /// next_cursor of the previous page; omit for the first page. Not with offset.
     #[serde(default)]
     pub cursor: Option<String>,
@@ -233,11 +256,13 @@ pub struct ListScheduledArgs {
     #[serde(default)]
     pub limit: Option<u64>,
     /// RFC 3339: only records created at or after this time.
-    #[serde(default)]
-    pub created_after: Option<String>,
+    #[serde(default, deserialize_with = "edge::optional")]
+    #[schemars(with = "Option<String>")]
+    pub created_after: Option<Timestamp>,
     /// RFC 3339: only records created strictly before this time.
-    #[serde(default)]
-    pub created_before: Option<String>,
+    #[serde(default, deserialize_with = "edge::optional")]
+    #[schemars(with = "Option<String>")]
+    pub created_before: Option<Timestamp>,
     /// true lists your records across every scope (scope is ignored).
     #[serde(default = "default_false")]
     pub cross_spine: bool,
@@ -250,14 +275,18 @@ pub struct ListScheduledArgs {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct IdArgs {
     /// Record UUID or short_id (case-insensitive).
-    pub id: String,
+    #[serde(deserialize_with = "edge::required")]
+    #[schemars(with = "String")]
+    pub id: IdInput,
 }
 
 /// Arguments of update_memory.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct UpdateMemoryArgs {
     /// Record UUID or short_id.
-    pub id: String,
+    #[serde(deserialize_with = "edge::required")]
+    #[schemars(with = "String")]
+    pub id: IdInput,
     /// Replacement text (re-embedded when it changes). Send the current text to keep it.
     pub content: String,
     /// true = shared (readable by any authenticated caller), false = private; omit keeps.
@@ -301,14 +330,18 @@ pub struct BatchIdsArgs {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct DeleteAllArgs {
     /// Scope to clear (only your own records in it are deleted).
-    pub scope: String,
+    #[serde(deserialize_with = "edge::required")]
+    #[schemars(with = "String")]
+    pub scope: Scope,
 }
 
 /// Arguments of set_visibility.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct SetVisibilityArgs {
     /// Record UUID or short_id.
-    pub id: String,
+    #[serde(deserialize_with = "edge::required")]
+    #[schemars(with = "String")]
+    pub id: IdInput,
     /// true = readable by any authenticated caller; false = private.
     pub shared: bool,
 }
@@ -328,7 +361,9 @@ pub struct ListTagsArgs {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct RelatedMemoriesArgs {
     /// Anchor record: UUID or short_id (case-insensitive). Any state; must be readable by you.
-    pub id: String,
+    #[serde(deserialize_with = "edge::required")]
+    #[schemars(with = "String")]
+    pub id: IdInput,
     /// Most vector (meaning) neighbours; 0 or omitted = 8; at most 1000. Does not change
     /// the other edge types' caps.
     #[serde(default)]
@@ -346,6 +381,48 @@ mod tests {
 
     fn obj(v: Value) -> Map<String, Value> {
         v.as_object().cloned().unwrap()
+    }
+
+    #[test]
+    fn core_types_are_parsed_at_the_edge_with_the_operations_envelopes() {
+        let record = |scope: &str, when: &str| {
+            obj(json!({"content": "c", "scope": scope, "source": "user-said",
+                       "category": "gotcha", "not_after": when}))
+        };
+        let a = parse_args::<ScheduleMemoryArgs>(record("a:project:x", "")).unwrap();
+        assert_eq!(
+            (a.scope.as_str(), a.category, a.not_after),
+            ("a:project:x", Category::Gotcha, None)
+        );
+        let e = parse_args::<ScheduleMemoryArgs>(record("nope", "")).unwrap_err();
+        assert_eq!((e.field.as_deref(), e.hint), (Some("scope"), Some(Hint::MalformedScope)));
+        assert!(e.message.starts_with("scope must look like <run>:<tier>:<repo>"), "{}", e.message);
+        let e = parse_args::<ScheduleMemoryArgs>(record("", "")).unwrap_err();
+        assert_eq!((e.field.as_deref(), e.hint), (Some("scope"), Some(Hint::Required)));
+        let e = parse_args::<ScheduleMemoryArgs>(record("a:project:x", "soon")).unwrap_err();
+        assert_eq!(
+            (e.field.as_deref(), e.hint),
+            (Some("not_after"), Some(Hint::MalformedTimestamp))
+        );
+        assert!(e.message.starts_with("not_after must be an RFC 3339 time"), "{}", e.message);
+        let mut bad_source = record("a:project:x", "");
+        bad_source.insert("source".into(), json!("hearsay"));
+        let e = parse_args::<ScheduleMemoryArgs>(bad_source).unwrap_err();
+        assert_eq!((e.field.as_deref(), e.hint), (Some("source"), Some(Hint::InvalidValue)));
+        // A wrong JSON type is still serde's invalid_type, not a stale edge envelope.
+        let e = parse_args::<ScheduleMemoryArgs>(record("x:y", "")).unwrap_err();
+        assert_eq!(e.hint, Some(Hint::MalformedScope));
+        let mut typed = record("a:project:x", "");
+        typed.insert("scope".into(), json!(5));
+        let e = parse_args::<ScheduleMemoryArgs>(typed).unwrap_err();
+        assert_eq!((e.field.as_deref(), e.hint), (Some("scope"), Some(Hint::InvalidType)));
+
+        let e = parse_args::<IdArgs>(obj(json!({"id": " "}))).unwrap_err();
+        assert_eq!((e.field.as_deref(), e.hint), (Some("id"), Some(Hint::Blank)));
+        let a = parse_args::<IdArgs>(obj(json!({"id": "abcdefghjk"}))).unwrap();
+        assert_eq!(a.id.input, "abcdefghjk", "the caller's spelling is kept for messages");
+        let a = parse_args::<ListMemoryArgs>(obj(json!({"scope": "a:b:c", "created_after": ""})));
+        assert_eq!(a.unwrap().created_after, None, "blank is absent");
     }
 
     #[test]
@@ -447,7 +524,9 @@ pub struct StoreDiscoveryArgs {
     /// an excerpt is at most 16 KiB.
     pub citations: Vec<Citation>,
     /// Scope starting with `discovery:`, typically `discovery:repo:<repo>`.
-    pub scope: String,
+    #[serde(deserialize_with = "edge::required")]
+    #[schemars(with = "String")]
+    pub scope: Scope,
     /// Free-form labels.
     #[serde(default)]
     pub tags: Option<Vec<String>>,
@@ -458,8 +537,9 @@ pub struct StoreDiscoveryArgs {
     /// Omit to create a record. The UUID or short_id of one of your own discovery records
     /// replaces it in place: content, kind, citations, scope, tags and summary become this
     /// call's (an omitted tags or summary clears it); id, short_id and created_at are kept.
-    #[serde(default)]
-    pub id: Option<String>,
+    #[serde(default, deserialize_with = "edge::optional")]
+    #[schemars(with = "Option<String>")]
+    pub id: Option<IdInput>,
 }
 
 /// Arguments of search_discovery.
@@ -488,7 +568,9 @@ pub struct StoreRuleArgs {
     /// The rule as the user approved it (also what is embedded); at most 8 KiB.
     pub content: String,
     /// `rule:repo:<repo>` or `rule:project:<project>`.
-    pub scope: String,
+    #[serde(deserialize_with = "edge::required")]
+    #[schemars(with = "String")]
+    pub scope: Scope,
     /// One physical line (no line breaks) of at most 256 bytes, shown by list_rules.
     pub summary: String,
     /// Concern-area labels (e.g. `testing`, `security`), usable as list_rules filters.
@@ -497,8 +579,9 @@ pub struct StoreRuleArgs {
     /// Omit to create a rule. The UUID or short_id of one of your own rules replaces it in
     /// place: content, scope, summary and tags become this call's (omitted tags clear them);
     /// id, short_id and created_at are kept.
-    #[serde(default)]
-    pub id: Option<String>,
+    #[serde(default, deserialize_with = "edge::optional")]
+    #[schemars(with = "Option<String>")]
+    pub id: Option<IdInput>,
 }
 
 /// Arguments of list_rules.

@@ -14,11 +14,12 @@ use spine_core::limits::{
     resolve_page,
 };
 use spine_core::{
-    Caller, Category, Citation, DiscoveryKind, Error, Hint, IdRef, Memory, RecordId, Scope,
-    ScopeKind, Source, SummarySource, Visibility, stamp_schema_version,
+    Caller, Category, Citation, DiscoveryKind, Error, Hint, Memory, RecordId, Scope, ScopeKind,
+    Source, SummarySource, Visibility, stamp_schema_version,
 };
 use spine_store::{Access, Embedding, Filter, Gate, NearestQuery, ScopeFilter};
 
+use crate::args::IdInput;
 use crate::args::{ListRulesArgs, SearchDiscoveryArgs, StoreDiscoveryArgs, StoreRuleArgs};
 use crate::memory::{check_rule_summary, content_limit, dedup_tags};
 use crate::recall::{check_query, scope_filter_with};
@@ -31,7 +32,11 @@ use crate::{Service, store_error};
 /// (`discovery:` / `rule:`) is `reserved_scope`; an ordinary memory scope is `malformed_scope`
 /// (it lacks the required prefix).
 fn parse_scope_of(field: &str, input: &str, want: ScopeKind) -> Result<Scope, Error> {
-    let scope = Scope::parse(field, input)?;
+    scope_of(field, Scope::parse(field, input)?, want)
+}
+
+/// `scope` when it holds records of kind `want`; the errors of [`parse_scope_of`].
+fn scope_of(field: &str, scope: Scope, want: ScopeKind) -> Result<Scope, Error> {
     if scope.kind() == want {
         return Ok(scope);
     }
@@ -42,12 +47,7 @@ fn parse_scope_of(field: &str, input: &str, want: ScopeKind) -> Result<Scope, Er
     };
     let hint =
         if scope.kind() == ScopeKind::Memory { Hint::MalformedScope } else { Hint::ReservedScope };
-    Err(Error::invalid(field, hint, format!("{field}: {expected}; got {input:?}")))
-}
-
-/// The optional `id` of store_discovery / store_rule: absent or "" creates a record.
-fn parse_target(id: Option<&str>) -> Result<Option<(IdRef, &str)>, Error> {
-    id.filter(|s| !s.is_empty()).map(|s| IdRef::parse("id", s).map(|r| (r, s))).transpose()
+    Err(Error::invalid(field, hint, format!("{field}: {expected}; got {:?}", scope.as_str())))
 }
 
 /// The validated client-written part of a discovery or a rule.
@@ -127,12 +127,11 @@ impl Service {
             ));
         }
         check_citations(&a.citations)?;
-        let scope = parse_scope_of("scope", &a.scope, ScopeKind::Discovery)?;
+        let scope = scope_of("scope", a.scope, ScopeKind::Discovery)?;
         let tags = dedup_tags(a.tags.unwrap_or_default());
         self.limits().check_tags("tags", &tags)?;
         let summary = a.summary.unwrap_or_default();
         self.limits().check_summary(&summary)?;
-        let target = parse_target(a.id.as_deref())?;
         let written = Written {
             content: a.content,
             scope,
@@ -143,17 +142,16 @@ impl Service {
             kind: Some(kind),
             citations: a.citations,
         };
-        self.write_knowledge(caller, written, target)
+        self.write_knowledge(caller, written, a.id)
     }
 
     /// store_rule: a user-approved rule, created or replaced in place; always shared.
     pub fn store_rule(&self, caller: &Caller, a: StoreRuleArgs) -> Result<Stored, Error> {
         check_content_bytes(&a.content, content_limit(self, Category::Rule))?;
-        let scope = parse_scope_of("scope", &a.scope, ScopeKind::Rule)?;
+        let scope = scope_of("scope", a.scope, ScopeKind::Rule)?;
         check_rule_summary(&a.summary)?;
         let tags = dedup_tags(a.tags.unwrap_or_default());
         self.limits().check_tags("tags", &tags)?;
-        let target = parse_target(a.id.as_deref())?;
         let written = Written {
             content: a.content,
             scope,
@@ -164,7 +162,7 @@ impl Service {
             kind: None,
             citations: vec![],
         };
-        self.write_knowledge(caller, written, target)
+        self.write_knowledge(caller, written, a.id)
     }
 
     /// Creates the record, or replaces `target` — which must be the caller's own record of
@@ -173,7 +171,7 @@ impl Service {
         &self,
         caller: &Caller,
         w: Written,
-        target: Option<(IdRef, &str)>,
+        target: Option<IdInput>,
     ) -> Result<Stored, Error> {
         let owned = Access::owned(caller);
         let category = w.category;
@@ -183,12 +181,12 @@ impl Service {
         };
         let existing = match target {
             None => None,
-            Some((id, input)) => Some((
+            Some(IdInput { id, input }) => Some((
                 self.store
                     .resolve(&owned, &id)
                     .map_err(store_error)?
                     .filter(|m| m.category == category)
-                    .ok_or_else(|| not_found(input))?,
+                    .ok_or_else(|| not_found(&input))?,
                 input,
             )),
         };
@@ -198,7 +196,7 @@ impl Service {
         if let Some((mut m, input)) = existing {
             w.apply(&mut m);
             if !self.store.replace(&owned, &m, Some(embedding)).map_err(store_error)? {
-                return Err(not_found(input));
+                return Err(not_found(&input));
             }
             return Ok(Stored { id: m.id, short_id: m.short_id });
         }

@@ -6,11 +6,12 @@ use spine_core::limits::{
     check_content_bytes, check_context,
 };
 use spine_core::{
-    Caller, Category, EpochSeconds, Error, Hint, IdRef, Memory, Scope, Source, SummarySource,
-    Visibility, stamp_schema_version,
+    Caller, Category, EpochSeconds, Error, Hint, Memory, SummarySource, Visibility,
+    stamp_schema_version,
 };
 use spine_store::{Access, Embedding};
 
+use crate::args::IdInput;
 use crate::args::{
     DeleteAllArgs, IdArgs, ScheduleMemoryArgs, SetVisibilityArgs, StoreMemoryArgs, UpdateMemoryArgs,
 };
@@ -58,16 +59,16 @@ pub(crate) fn not_found(input: &str) -> Error {
 impl Service {
     /// The record `id` (as the caller wrote it: `input`) names among those `access` reaches;
     /// `not_found` otherwise, whether it is missing, another owner's or ambiguous.
-    pub(crate) fn find(&self, access: &Access, id: &IdRef, input: &str) -> Result<Memory, Error> {
-        self.store.resolve(access, id).map_err(store_error)?.ok_or_else(|| not_found(input))
+    pub(crate) fn find(&self, access: &Access, id: &IdInput) -> Result<Memory, Error> {
+        let found = self.store.resolve(access, &id.id).map_err(store_error)?;
+        found.ok_or_else(|| not_found(&id.input))
     }
 
     /// Validates store_memory arguments into a new record (not yet embedded or written).
     pub(crate) fn new_memory(&self, caller: &Caller, a: StoreMemoryArgs) -> Result<Memory, Error> {
         self.limits().check_content(&a.content)?;
-        let scope = Scope::parse_memory("scope", &a.scope)?;
-        let source = Source::parse("source", &a.source)?;
-        let category = Category::parse("category", &a.category)?;
+        let scope = a.scope.require_memory("scope")?;
+        let (source, category) = (a.source, a.category);
         if !category.is_client_writable() {
             let tool = if category == Category::Rule { "store_rule" } else { "store_discovery" };
             return Err(Error::invalid(
@@ -131,28 +132,14 @@ impl Service {
     ) -> Result<Stored, Error> {
         let (not_before, not_after) = (a.not_before.take(), a.not_after.take());
         let base = StoreMemoryArgs::from(a);
-        if base.category == Category::Discovery.as_str() {
+        if base.category == Category::Discovery {
             return Err(Error::invalid(
                 "category",
                 Hint::InvalidValue,
                 "discovery records are not schedulable; use store_discovery",
             ));
         }
-        let parse = |field: &str, v: Option<String>| -> Result<Option<EpochSeconds>, Error> {
-            v.filter(|s| !s.is_empty())
-                .map(|s| {
-                    EpochSeconds::parse_rfc3339(&s).ok_or_else(|| {
-                        Error::invalid(
-                            field,
-                            Hint::MalformedTimestamp,
-                            format!("{field} must be an RFC 3339 time such as 2026-05-01T09:00:00Z; got {s:?}"),
-                        )
-                    })
-                })
-                .transpose()
-        };
-        let nb = parse("not_before", not_before)?;
-        let na = parse("not_after", not_after)?;
+        let (nb, na) = (not_before, not_after);
         if nb.is_none() && na.is_none() {
             return Err(Error::invalid(
                 "not_before",
@@ -169,8 +156,7 @@ impl Service {
 
     /// get_memory: the full record in any state; counts a strong-signal touch.
     pub fn get_memory(&self, caller: &Caller, a: IdArgs) -> Result<MemoryView, Error> {
-        let id = IdRef::parse("id", &a.id)?;
-        let m = self.find(&Access::read(caller), &id, &a.id)?;
+        let m = self.find(&Access::read(caller), &a.id)?;
         let now = self.clock.now();
         self.store.touch(&m.id, now).map_err(store_error)?;
         let mut m = m;
@@ -182,9 +168,8 @@ impl Service {
 
     /// update_memory: owner-only replacement of content, tags, summary and sharing.
     pub fn update_memory(&self, caller: &Caller, a: UpdateMemoryArgs) -> Result<Status, Error> {
-        let id = IdRef::parse("id", &a.id)?;
         let owned = Access::owned(caller);
-        let mut m = self.find(&owned, &id, &a.id)?;
+        let mut m = self.find(&owned, &a.id)?;
         let is_rule = m.category == Category::Rule;
 
         let content_changed = a.content != m.content;
@@ -250,34 +235,31 @@ impl Service {
         let embedding =
             vector.as_deref().map(|v| Embedding { model: self.embedder.model_id(), vector: v });
         if !self.store.replace(&owned, &m, embedding).map_err(store_error)? {
-            return Err(not_found(&a.id));
+            return Err(not_found(&a.id.input));
         }
         Ok(Status { status: "updated".into(), deleted: None })
     }
 
     /// delete_memory: owner-only; rules included (the only way to retire one).
     pub fn delete_memory(&self, caller: &Caller, a: IdArgs) -> Result<Status, Error> {
-        let id = IdRef::parse("id", &a.id)?;
         let owned = Access::owned(caller);
-        let m = self.find(&owned, &id, &a.id)?;
+        let m = self.find(&owned, &a.id)?;
         if !self.store.delete(&owned, &m.id).map_err(store_error)? {
-            return Err(not_found(&a.id));
+            return Err(not_found(&a.id.input));
         }
         Ok(Status { status: "deleted".into(), deleted: None })
     }
 
     /// delete_all: deletes only the caller's own records in one scope.
     pub fn delete_all(&self, caller: &Caller, a: DeleteAllArgs) -> Result<Status, Error> {
-        let scope = Scope::parse("scope", &a.scope)?;
-        let n = self.store.delete_scope(&Access::owned(caller), &scope).map_err(store_error)?;
+        let n = self.store.delete_scope(&Access::owned(caller), &a.scope).map_err(store_error)?;
         Ok(Status { status: "scope cleared".into(), deleted: Some(n) })
     }
 
     /// set_visibility: owner-only; no re-embedding; never on rules.
     pub fn set_visibility(&self, caller: &Caller, a: SetVisibilityArgs) -> Result<Status, Error> {
-        let id = IdRef::parse("id", &a.id)?;
         let owned = Access::owned(caller);
-        let mut m = self.find(&owned, &id, &a.id)?;
+        let mut m = self.find(&owned, &a.id)?;
         if m.category == Category::Rule {
             return Err(Error::failed_precondition(
                 "id",
@@ -288,7 +270,7 @@ impl Service {
         m.visibility = if a.shared { Visibility::Shared } else { Visibility::Private };
         m.schema_version = stamp_schema_version(m.schema_version);
         if !self.store.replace(&owned, &m, None).map_err(store_error)? {
-            return Err(not_found(&a.id));
+            return Err(not_found(&a.id.input));
         }
         Ok(Status { status: "visibility updated".into(), deleted: None })
     }

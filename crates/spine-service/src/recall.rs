@@ -48,19 +48,6 @@ pub(crate) fn scope_filter_with(
     }
 }
 
-fn parse_time(field: &str, v: Option<&str>) -> Result<Option<Timestamp>, Error> {
-    match v {
-        None | Some("") => Ok(None),
-        Some(s) => Timestamp::parse_rfc3339(s).map(Some).ok_or_else(|| {
-            Error::invalid(
-                field,
-                Hint::MalformedTimestamp,
-                format!("{field} must be an RFC 3339 time such as 2026-05-01T09:00:00Z; got {s:?}"),
-            )
-        }),
-    }
-}
-
 /// A search query: non-blank, at most [`MAX_QUERY_BYTES`].
 pub(crate) fn check_query(query: &str) -> Result<(), Error> {
     if query.trim().is_empty() {
@@ -186,8 +173,8 @@ impl Service {
         // SPEC search_memory: categories omitted or empty is no filter, discoveries and
         // rules included.
         filter.categories_any = a.categories.unwrap_or_default();
-        filter.created_after = parse_time("created_after", a.created_after.as_deref())?;
-        filter.created_before = parse_time("created_before", a.created_before.as_deref())?;
+        filter.created_after = a.created_after;
+        filter.created_before = a.created_before;
 
         let query_vec = self.embed_query(&a.query)?;
         let access = Access::read(caller);
@@ -258,8 +245,8 @@ impl Service {
         check_filter_tags(&filter.tags_all)?;
         filter.categories_any = a.categories.unwrap_or_default();
         filter.categories_none = vec![Category::Discovery];
-        filter.created_after = parse_time("created_after", a.created_after.as_deref())?;
-        filter.created_before = parse_time("created_before", a.created_before.as_deref())?;
+        filter.created_after = a.created_after;
+        filter.created_before = a.created_before;
 
         let access = Access::read(caller);
         let now = self.clock.now();
@@ -310,8 +297,8 @@ impl Service {
         let mut filter = Filter::new(scope);
         filter.windowed_only = true;
         filter.exclude_archived_superseded = true;
-        filter.created_after = parse_time("created_after", a.created_after.as_deref())?;
-        filter.created_before = parse_time("created_before", a.created_before.as_deref())?;
+        filter.created_after = a.created_after;
+        filter.created_before = a.created_before;
         // SPEC Authentication 6: owner-only, even across scopes.
         let access = Access::owned(caller);
         let mut rows =

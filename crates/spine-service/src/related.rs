@@ -124,10 +124,9 @@ impl Service {
         caller: &Caller,
         a: RelatedMemoriesArgs,
     ) -> Result<RelatedResult, Error> {
-        let id = IdRef::parse("id", &a.id)?;
         let k = resolve_page("k", a.k, DEFAULT_K)?;
         let access = Access::read(caller);
-        let anchor = self.find(&access, &id, &a.id)?;
+        let anchor = self.find(&access, &a.id)?;
         let now = self.clock.now();
 
         let mut out = Neighbours::new(anchor.id, now, a.full);

@@ -20,7 +20,9 @@ impl Env {
     }
 
     fn related(&self, caller: &Caller, v: Value) -> Result<Value, spine_core::Error> {
-        self.service.related_memories(caller, args(v)).map(|r| serde_json::to_value(r).unwrap())
+        try_args(v)
+            .and_then(|a| self.service.related_memories(caller, a))
+            .map(|r| serde_json::to_value(r).unwrap())
     }
 
     fn related_to(&self, caller: &Caller, id: RecordId) -> Value {

@@ -29,8 +29,8 @@ impl Env {
     }
 
     fn get(&self, caller: &Caller, id: &str) -> Result<Value, spine_core::Error> {
-        self.service
-            .get_memory(caller, args(json!({"id": id})))
+        try_args(json!({"id": id}))
+            .and_then(|a| self.service.get_memory(caller, a))
             .map(|v| serde_json::to_value(v).unwrap())
     }
 
@@ -189,7 +189,7 @@ fn schedule(
     if let Some(na) = na {
         v["not_after"] = json!(EpochSeconds::from_secs(na).to_rfc3339());
     }
-    e.service.schedule_memory(&anon(), args(v))
+    try_args(v).and_then(|a| e.service.schedule_memory(&anon(), a))
 }
 
 #[test]
@@ -209,12 +209,13 @@ fn schedule_needs_a_bound_and_a_non_empty_window() {
         e.service.schedule_memory(&anon(), a).unwrap_err().field.as_deref(),
         Some("category")
     );
-    let a: ScheduleMemoryArgs = args(
+    let a = try_args::<ScheduleMemoryArgs>(
         json!({"content": "c", "scope": SCOPE, "source": "user-said", "category": "gotcha", "not_after": "next tuesday"}),
     );
+    let err = a.and_then(|a| e.service.schedule_memory(&anon(), a)).unwrap_err();
     assert_eq!(
-        e.service.schedule_memory(&anon(), a).unwrap_err().hint,
-        Some(Hint::MalformedTimestamp)
+        (err.field.as_deref(), err.hint),
+        (Some("not_after"), Some(Hint::MalformedTimestamp))
     );
     let all =
         e.service.list_scheduled(&anon(), args(json!({"scope": SCOPE, "state": "all"}))).unwrap();
@@ -419,9 +420,8 @@ fn created_window_is_inclusive_after_exclusive_before() {
     assert_eq!(contents(&r), vec!["note 1 about logging"]);
     let l = e.list(&anon(), json!({"scope": SCOPE, "created_after": t(T0 + 1)}));
     assert_eq!(contents(&l), vec!["note 2 about logging", "note 1 about logging"]);
-    let err = e
-        .service
-        .list_memory(&anon(), args(json!({"scope": SCOPE, "created_before": "today"})))
+    let err = try_args(json!({"scope": SCOPE, "created_before": "today"}))
+        .and_then(|a| e.service.list_memory(&anon(), a))
         .unwrap_err();
     assert_eq!(
         (err.field.as_deref(), err.hint),
@@ -956,7 +956,9 @@ fn delete_and_delete_all() {
         e.get(&alice(), &other.id.to_string()).is_ok(),
         "delete_all leaves other owners' records"
     );
-    let err = e.service.delete_all(&anon(), args(json!({"scope": "bad"}))).unwrap_err();
+    let err = try_args(json!({"scope": "bad"}))
+        .and_then(|a| e.service.delete_all(&anon(), a))
+        .unwrap_err();
     assert_eq!(err.field.as_deref(), Some("scope"));
 }
 

@@ -53,7 +53,15 @@ pub fn env_with(limits: Limits) -> Env {
 }
 
 pub fn args<T: serde::de::DeserializeOwned + schemars::JsonSchema>(v: Value) -> T {
-    parse_args(v.as_object().cloned().unwrap()).unwrap()
+    try_args(v).unwrap()
+}
+
+/// The arguments parsed as the tool layer parses them: a malformed scope, time or id is
+/// refused here, at the edge, with the envelope the operation would give.
+pub fn try_args<T: serde::de::DeserializeOwned + schemars::JsonSchema>(
+    v: Value,
+) -> Result<T, spine_core::Error> {
+    parse_args(v.as_object().cloned().unwrap())
 }
 
 pub fn anon() -> Caller {
