@@ -172,75 +172,66 @@ record_args! {
     }
 }
 
-/// Arguments of search_memory.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-pub struct SearchMemoryArgs {
-    /// Natural-language query.
-    pub query: String,
-    /// Scope to search; required unless cross_spine is true.
-    #[serde(default)]
-    pub scope: Option<String>,
-    /// Number of results; 0 or omitted = 8; at most 1000.
-    #[serde(default)]
-    pub k: Option<u64>,
-    /// Only records carrying ALL of these tags.
-    #[serde(default)]
-    pub tags: Option<Vec<String>>,
-    /// Only records in ANY of these categories (any stored category, including `discovery`
-    /// and `rule`). Omitted: every category except discovery (use search_discovery).
-    #[serde(default)]
-    pub categories: Option<Vec<String>>,
-    /// RFC 3339: only records created at or after this time.
-    #[serde(default, deserialize_with = "edge::optional")]
-    #[schemars(with = "Option<String>")]
-    pub created_after: Option<Timestamp>,
-    /// RFC 3339: only records created strictly before this time.
-    #[serde(default, deserialize_with = "edge::optional")]
-    #[schemars(with = "Option<String>")]
-    pub created_before: Option<Timestamp>,
-    /// true returns every field including citations; default is the compact view.
-    #[serde(default = "default_false")]
-    pub full: bool,
-    /// true searches every scope you can read (scope is ignored).
-    #[serde(default = "default_false")]
-    pub cross_spine: bool,
+/// Declares a recall tool's argument struct: the tool's own fields, then the filter fields
+/// search_memory and list_memory share (declared once, here).
+macro_rules! filter_args {
+    ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Deserialize, JsonSchema)]
+        pub struct $name {
+            $($(#[$fmeta])* pub $field: $ty,)*
+            /// Scope to read; required unless cross_spine is true.
+            #[serde(default)]
+            pub scope: Option<String>,
+            /// Only records carrying ALL of these tags.
+            #[serde(default)]
+            pub tags: Option<Vec<String>>,
+            /// Only records in ANY of these categories (any stored category, `discovery` and
+            /// `rule` included); omitted or empty: every category.
+            #[serde(default)]
+            pub categories: Option<Vec<String>>,
+            /// RFC 3339: only records created at or after this time.
+            #[serde(default, deserialize_with = "edge::optional")]
+            #[schemars(with = "Option<String>")]
+            pub created_after: Option<Timestamp>,
+            /// RFC 3339: only records created strictly before this time.
+            #[serde(default, deserialize_with = "edge::optional")]
+            #[schemars(with = "Option<String>")]
+            pub created_before: Option<Timestamp>,
+            /// true returns every field including citations; default is the compact view.
+            #[serde(default = "default_false")]
+            pub full: bool,
+            /// true reads every scope you can read (scope is ignored).
+            #[serde(default = "default_false")]
+            pub cross_spine: bool,
+        }
+    };
 }
 
-/// Arguments of list_memory.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-pub struct ListMemoryArgs {
-    /// Scope to list; required unless cross_spine is true.
-    #[serde(default)]
-    pub scope: Option<String>,
-    /// Page size; 0 or omitted = 20; at most 1000.
-    #[serde(default)]
-    pub limit: Option<u64>,
-    /// Only records carrying ALL of these tags.
-    #[serde(default)]
-    pub tags: Option<Vec<String>>,
-    /// Only records in ANY of these categories.
-    #[serde(default)]
-    pub categories: Option<Vec<String>>,
-    /// RFC 3339: only records created at or after this time.
-    #[serde(default, deserialize_with = "edge::optional")]
-    #[schemars(with = "Option<String>")]
-    pub created_after: Option<Timestamp>,
-    /// RFC 3339: only records created strictly before this time.
-    #[serde(default, deserialize_with = "edge::optional")]
-    #[schemars(with = "Option<String>")]
-    pub created_before: Option<Timestamp>,
-    /// next_cursor of the previous page; omit for the first page. Not with offset.
-    #[serde(default)]
-    pub cursor: Option<String>,
-    /// Number of records to skip; not with cursor.
-    #[serde(default)]
-    pub offset: Option<u64>,
-    /// true returns every field including citations.
-    #[serde(default = "default_false")]
-    pub full: bool,
-    /// true lists every scope you can read (scope is ignored).
-    #[serde(default = "default_false")]
-    pub cross_spine: bool,
+filter_args! {
+    /// Arguments of search_memory.
+    SearchMemoryArgs {
+        /// Natural-language query.
+        query: String,
+        /// Number of results; 0 or omitted = 8; at most 1000.
+        #[serde(default)]
+        k: Option<u64>,
+    }
+}
+
+filter_args! {
+    /// Arguments of list_memory.
+    ListMemoryArgs {
+        /// Page size; 0 or omitted = 20; at most 1000.
+        #[serde(default)]
+        limit: Option<u64>,
+        /// next_cursor of the previous page; omit for the first page. Not with offset.
+        #[serde(default)]
+        cursor: Option<String>,
+        /// Number of records to skip; not with cursor.
+        #[serde(default)]
+        offset: Option<u64>,
+    }
 }
 
 /// Arguments of list_scheduled.

@@ -3,8 +3,8 @@
 //! Every operation takes the [`Caller`], its typed arguments (see [`args`]) and reads the
 //! time from the injected [`Clock`]; it returns a typed result (see [`views`]) or a
 //! [`spine_core::Error`] naming the offending field. The MCP tools are thin adapters over
-//! [`Service`], as `spine reindex` is; the other operator commands still work on the SQLite
-//! store directly (they act for the operator across every owner).
+//! [`Service`]. The operator commands are not: they act for the operator across every owner,
+//! as `spine-ops` use cases over the same store contract.
 //!
 //! Key design decision: validation runs completely before anything is embedded or written,
 //! so a rejected call changes nothing (SPEC Errors), and the owner predicate is always the

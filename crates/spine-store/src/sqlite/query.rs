@@ -3,7 +3,7 @@
 
 use rusqlite::types::Value;
 use rusqlite::{Connection, params_from_iter};
-use spine_core::{IdRef, Memory, Timestamp};
+use spine_core::{IdRef, Memory, RecordId, Timestamp};
 
 use super::rows::*;
 use crate::{Access, Filter, Gate, Result, ScopeFilter};
@@ -17,6 +17,16 @@ pub(crate) struct Where {
 impl Where {
     pub(crate) fn new() -> Self {
         Where { sql: String::from("1 = 1"), params: Vec::new() }
+    }
+
+    /// The records `access` reads through `gate`, other than `exclude` (a related-records
+    /// query around one record).
+    pub(crate) fn others_than(access: &Access, gate: Gate, exclude: &RecordId) -> Self {
+        let mut w = Where::new();
+        w.access(access);
+        w.gate(gate);
+        w.and("m.id <> ?", [Value::Text(exclude.to_string())]);
+        w
     }
 
     pub(crate) fn and(&mut self, clause: &str, params: impl IntoIterator<Item = Value>) {

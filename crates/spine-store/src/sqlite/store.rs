@@ -386,10 +386,7 @@ impl Store for SqliteStore {
         if tags.is_empty() {
             return Ok(vec![]);
         }
-        let mut w = Where::new();
-        w.access(access);
-        w.gate(gate);
-        w.and("m.id <> ?", [Value::Text(exclude.to_string())]);
+        let mut w = Where::others_than(access, gate, exclude);
         let marks = vec!["?"; tags.len()].join(", ");
         w.and(
             &format!(
@@ -411,10 +408,7 @@ impl Store for SqliteStore {
         if citations.is_empty() {
             return Ok(vec![]);
         }
-        let mut w = Where::new();
-        w.access(access);
-        w.gate(gate);
-        w.and("m.id <> ?", [Value::Text(exclude.to_string())]);
+        let mut w = Where::others_than(access, gate, exclude);
         let pairs = vec![
             "(json_extract(c.value, '$.kind') = ? AND json_extract(c.value, '$.ref') = ?)";
             citations.len()
