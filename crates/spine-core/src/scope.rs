@@ -127,6 +127,12 @@ impl Scope {
         self.0.split(':').next().unwrap_or_default()
     }
 
+    /// The last part: the repository (or project) the scope is about; everything after
+    /// the second `:` (`discovery:<name>` has no second part and gives `""`).
+    pub fn repo(&self) -> &str {
+        self.0.splitn(3, ':').nth(2).unwrap_or_default()
+    }
+
     /// The whole scope string.
     pub fn as_str(&self) -> &str {
         &self.0

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand};
 
-use crate::{embedder, ops, settings};
+use crate::{embedder, hook, ops, settings};
 
 /// Spine: a memory service for software agents, over MCP.
 #[derive(Debug, Parser)]
@@ -120,4 +120,11 @@ pub enum Command {
     /// directory.
     #[command(name = "spine-review")]
     SpineReview(ops::review::ReviewArgs),
+    /// Print memory for a coding agent's session hook (JSON input on stdin).
+    ///
+    /// session-start and pre-compact print the repository's digest (its rules, then its
+    /// most recent memories); prompt prints the memories relevant to the prompt, or nothing.
+    /// Reads the store directly (no server needed). Never fails the session: on any problem
+    /// it prints nothing, one line on stderr, and exits 0. See docs/hooks.md.
+    Hook(hook::HookArgs),
 }

@@ -57,6 +57,12 @@ impl BackgroundEmbedder {
         })?;
         Ok(BackgroundEmbedder { cell, dir: dir.to_path_buf() })
     }
+
+    /// Loads nothing until the first embedding (and checks nothing before it): for a command
+    /// that may not need a vector at all (`spine hook session-start`).
+    pub fn lazy(dir: &Path) -> Self {
+        BackgroundEmbedder { cell: Arc::new(OnceLock::new()), dir: dir.to_path_buf() }
+    }
 }
 
 impl Embedder for BackgroundEmbedder {
@@ -135,12 +141,21 @@ impl EmbedderArgs {
 /// The configured embedder behind the query-embedding cache. The built-in model loads in
 /// the background; the HTTP provider makes no request until the first embedding.
 pub fn build(args: &EmbedderArgs, model_dir: &Path) -> Result<Arc<dyn Embedder>> {
+    build_with(args, model_dir, true)
+}
+
+/// [`build`], with the built-in model loading in the background only when `eager` (else on
+/// first use).
+pub fn build_with(args: &EmbedderArgs, model_dir: &Path, eager: bool) -> Result<Arc<dyn Embedder>> {
     let inner: Box<dyn Embedder> = match args.embedder {
         EmbedderKind::Builtin => {
             if args.embed_url.is_some() || args.embed_model.is_some() {
                 tracing::warn!("--embed-url and --embed-model are ignored with --embedder builtin");
             }
-            Box::new(BackgroundEmbedder::start(model_dir)?)
+            match eager {
+                true => Box::new(BackgroundEmbedder::start(model_dir)?),
+                false => Box::new(BackgroundEmbedder::lazy(model_dir)),
+            }
         }
         EmbedderKind::Openai => {
             let (Some(url), Some(model)) = (&args.embed_url, &args.embed_model) else {

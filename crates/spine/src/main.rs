@@ -6,6 +6,7 @@
 
 mod cli;
 mod embedder;
+mod hook;
 mod ops;
 mod settings;
 
@@ -104,14 +105,19 @@ async fn verifier(common: &Common) -> Result<Option<Verifier>> {
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    let Cli { common, command } = Cli::parse();
+    // A hook's stderr is shown to the user: only what went wrong.
+    let quiet = matches!(command, Command::Hook(_));
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SPINE_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SPINE_LOG").unwrap_or_else(
+            |_| tracing_subscriber::EnvFilter::new(if quiet { "error" } else { "info" }),
+        ))
         .init();
-    let Cli { common, command } = Cli::parse();
+    if let Command::Hook(args) = command {
+        hook(common, args).await;
+        return Ok(());
+    }
     match command {
         Command::Mcp => mcp(&common).await,
         Command::Serve {
@@ -146,6 +152,7 @@ async fn main() -> Result<()> {
             blocking("migrate", move || ops::migrate::run(&store, &args)).await
         }
         Command::SpineReview(args) => spine_review(common, args).await,
+        Command::Hook(_) => unreachable!("handled above"),
     }
 }
 
@@ -167,25 +174,34 @@ fn exit_unless_zero(code: i32) -> Result<()> {
     Ok(())
 }
 
+/// With OIDC on, the verifier, SPINE_TOKEN and the caller it names (for a command that
+/// runs for one user: `spine mcp`, `spine hook`); `None` without OIDC.
+async fn token_caller(
+    common: &Common,
+    command: &str,
+) -> Result<Option<(Verifier, String, spine_core::Caller)>> {
+    let Some(verifier) = verifier(common).await? else { return Ok(None) };
+    let token = std::env::var("SPINE_TOKEN").unwrap_or_default();
+    let token = token.trim();
+    if token.is_empty() {
+        bail!(
+            "OIDC is enabled: set SPINE_TOKEN to a bearer token from {} for spine {command}",
+            verifier.issuer()
+        );
+    }
+    let caller = verifier
+        .verify(token)
+        .await
+        .map_err(|e| anyhow::anyhow!("SPINE_TOKEN was rejected: {e}"))?;
+    tracing::info!(actor = caller.actor(), "stdio caller verified");
+    Ok(Some((verifier, token.to_owned(), caller)))
+}
+
 /// `spine mcp`: one MCP session on stdio; with OIDC on, its caller comes from SPINE_TOKEN.
 async fn mcp(common: &Common) -> Result<()> {
-    let identity = match verifier(common).await? {
+    let identity = match token_caller(common, "mcp").await? {
         None => Identity::Anonymous,
-        Some(verifier) => {
-            let token = std::env::var("SPINE_TOKEN").unwrap_or_default();
-            if token.trim().is_empty() {
-                bail!(
-                    "OIDC is enabled: set SPINE_TOKEN to a bearer token from {} for spine mcp",
-                    verifier.issuer()
-                );
-            }
-            let caller = verifier
-                .verify(token.trim())
-                .await
-                .map_err(|e| anyhow::anyhow!("SPINE_TOKEN was rejected: {e}"))?;
-            tracing::info!(actor = caller.actor(), "stdio caller verified");
-            Identity::Token { verifier, token: token.trim().into() }
-        }
+        Some((verifier, token, _)) => Identity::Token { verifier, token: token.into() },
     };
     let service = build_service(common)?;
     let running = SpineMcp::with_identity(service, identity)
@@ -265,4 +281,45 @@ async fn spine_review(common: Common, args: ops::review::ReviewArgs) -> Result<(
         std::process::exit(1);
     }
     Ok(())
+}
+
+/// The service a hook reads through: the existing store (never created by a hook), the
+/// embedder loaded only when `needs_model` (a prompt is embedded; a digest embeds nothing),
+/// no reranker (a hook must be quick).
+fn hook_service(common: &Common, needs_model: bool) -> Result<Service> {
+    let store = operator_store(common, "hook", true)?;
+    let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
+    let embedder = embedder::build_with(&common.embedder, &model_dir, needs_model)?;
+    if needs_model {
+        let models = store.embedder_models().context("reading the embedder stamps of the store")?;
+        let data_dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
+        embedder::check_identity(&models, embedder.as_ref(), &common.embedder, &data_dir)?;
+    }
+    let limits = common.limits.limits();
+    Ok(Service::new(Arc::new(store), embedder, Arc::new(SystemClock), limits))
+}
+
+/// `spine hook <event>`: prints the context for the agent, or nothing; never fails.
+async fn hook(common: Common, args: hook::HookArgs) {
+    let event = args.event;
+    let ran = async {
+        let caller = match token_caller(&common, "hook").await? {
+            Some((_, _, caller)) => caller,
+            None => spine_core::Caller::anonymous(),
+        };
+        let format = args.format;
+        let digest = blocking("hook", move || {
+            hook::context(&args, |needs_model| Ok((hook_service(&common, needs_model)?, caller)))
+        })
+        .await?;
+        Ok::<_, anyhow::Error>(hook::render(event, format, &digest))
+    };
+    match ran.await {
+        Ok(Some(out)) => println!("{out}"),
+        Ok(None) => {}
+        Err(e) => {
+            let what = format!("{e:#}").replace('\n', " ");
+            eprintln!("spine hook {}: nothing added: {what}", hook::event_name(event));
+        }
+    }
 }

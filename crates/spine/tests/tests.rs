@@ -5,6 +5,7 @@
 mod auth;
 mod common;
 mod e2e;
+mod hook;
 mod reindex;
 mod review;
 mod summarize;
