@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand};
 
-use crate::{embedder, hook, ops, settings};
+use crate::{embedder, hook, install, ops, settings};
 
 /// Spine: a memory service for software agents, over MCP.
 #[derive(Debug, Parser)]
@@ -127,4 +127,12 @@ pub enum Command {
     /// Reads the store directly (no server needed). Never fails the session: on any problem
     /// it prints nothing, one line on stderr, and exits 0. See docs/hooks.md.
     Hook(hook::HookArgs),
+    /// Add Spine to a coding client's configuration: its MCP server and session hooks.
+    ///
+    /// Writes the client's own files (user-wide by default, --project for one project),
+    /// keeping everything else in them; idempotent; backs up a file before changing it.
+    /// Passes --data-dir on to the entries when given. See docs/hooks.md.
+    Install(install::InstallArgs),
+    /// Remove what `spine install` added to a client's configuration.
+    Uninstall(install::InstallArgs),
 }

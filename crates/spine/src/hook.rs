@@ -94,6 +94,9 @@ struct Input {
     cwd: Option<String>,
     #[serde(default)]
     prompt: Option<String>,
+    /// Cursor names the workspace instead of a `cwd`.
+    #[serde(default)]
+    workspace_roots: Option<Vec<String>>,
 }
 
 /// `.spine.toml` at a repository's top level.
@@ -238,7 +241,8 @@ fn read_input(event: Event, cwd_flag: Option<&Path>) -> Result<(PathBuf, Option<
         "" => bail!("no hook input on stdin (the client sends JSON with `cwd`)"),
         text => serde_json::from_str(text).context("the hook input on stdin is not JSON")?,
     };
-    let cwd = match (input.cwd.filter(|c| !c.is_empty()), cwd_flag) {
+    let roots = input.workspace_roots.and_then(|r| r.into_iter().next());
+    let cwd = match (input.cwd.filter(|c| !c.is_empty()).or(roots), cwd_flag) {
         (Some(c), _) => PathBuf::from(c),
         (None, Some(c)) => c.to_path_buf(),
         (None, None) => bail!("the hook input has no `cwd`"),

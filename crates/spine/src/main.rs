@@ -7,6 +7,7 @@
 mod cli;
 mod embedder;
 mod hook;
+mod install;
 mod ops;
 mod settings;
 
@@ -153,6 +154,8 @@ async fn main() -> Result<()> {
         }
         Command::SpineReview(args) => spine_review(common, args).await,
         Command::Hook(_) => unreachable!("handled above"),
+        Command::Install(args) => install::run(&args, true, common.data_dir.as_deref()),
+        Command::Uninstall(args) => install::run(&args, false, common.data_dir.as_deref()),
     }
 }
 

@@ -6,6 +6,7 @@ mod auth;
 mod common;
 mod e2e;
 mod hook;
+mod install;
 mod reindex;
 mod review;
 mod summarize;
