@@ -198,7 +198,7 @@ impl Service {
             if !self.store.replace(&owned, &m, Some(embedding)).map_err(store_error)? {
                 return Err(not_found(&input));
             }
-            return Ok(Stored { id: m.id, short_id: m.short_id });
+            return Ok(Stored::new(m.id, m.short_id));
         }
         let mut m = Memory::new(
             self.mint_short_id()?,
@@ -211,7 +211,7 @@ impl Service {
         );
         w.apply(&mut m);
         self.store.insert(&m, embedding).map_err(store_error)?;
-        Ok(Stored { id: m.id, short_id: m.short_id })
+        Ok(Stored::new(m.id, m.short_id))
     }
 
     /// search_discovery: the k recall-visible discoveries nearest the query, by dense cosine

@@ -20,6 +20,7 @@ pub mod rank;
 mod recall;
 mod related;
 pub mod rerank;
+pub mod similar;
 pub mod views;
 
 use std::sync::Arc;
@@ -47,6 +48,8 @@ pub struct Service {
     reranker: Option<Arc<dyn Reranker>>,
     /// Weight of the BM25 adjustment in the default order (SPEC search rule 1).
     lexical_weight: f32,
+    /// Cosine at or above which writes report near-duplicates; `None`: not checked.
+    similar_threshold: Option<f32>,
 }
 
 impl Service {
@@ -64,6 +67,7 @@ impl Service {
             limits,
             reranker: None,
             lexical_weight: rank::LEXICAL_WEIGHT,
+            similar_threshold: Some(similar::DEFAULT_SIMILAR_THRESHOLD),
         }
     }
 
@@ -71,6 +75,12 @@ impl Service {
     /// (`SPINE_SEARCH_RANKER=jev`).
     pub fn with_reranker(self, r: Arc<dyn Reranker>) -> Self {
         Service { reranker: Some(r), ..self }
+    }
+
+    /// The same service reporting near-duplicates on write at cosine `threshold` or above
+    /// (`SPINE_SIMILAR_THRESHOLD`); `None` turns the check off.
+    pub fn with_similar_threshold(self, threshold: Option<f32>) -> Self {
+        Service { similar_threshold: threshold, ..self }
     }
 
     /// The same service with another weight for the lexical adjustment: `0` ranks by cosine

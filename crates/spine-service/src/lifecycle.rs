@@ -252,11 +252,22 @@ impl Service {
             .supersede(&owned, &new, embedding, &target_ids, entry.as_ref())
             .map_err(store_error)?
         {
-            Ok(()) => Ok(SupersedeResult {
-                id: Some(new.id),
-                short_id: Some(new.short_id),
-                ..Default::default()
-            }),
+            Ok(()) => {
+                let (similar, note) = match self.similar(caller, &new, &vector, &target_ids) {
+                    Ok(found) => found,
+                    Err(e) => {
+                        tracing::warn!(error = %e.message, "near-duplicate check failed");
+                        (None, None)
+                    }
+                };
+                Ok(SupersedeResult {
+                    id: Some(new.id),
+                    short_id: Some(new.short_id),
+                    similar,
+                    note,
+                    ..Default::default()
+                })
+            }
             // A concurrent call changed a target between the checks and the transaction.
             Err(r) => Err(transaction_rejection(&targets, &r)),
         }

@@ -111,17 +111,24 @@ impl Service {
         Ok(m)
     }
 
-    fn insert(&self, m: Memory) -> Result<Stored, Error> {
+    fn insert(&self, caller: &Caller, m: Memory) -> Result<Stored, Error> {
         let vector = self.embed_one(&m.content)?;
         let embedding = Embedding { model: self.embedder.model_id(), vector: &vector };
         self.store.insert(&m, embedding).map_err(store_error)?;
-        Ok(Stored { id: m.id, short_id: m.short_id })
+        let mut stored = Stored::new(m.id, m.short_id.clone());
+        // The write is acknowledged whatever the check finds; a failing check only loses
+        // the warning.
+        match self.similar(caller, &m, &vector, &[]) {
+            Ok((similar, note)) => (stored.similar, stored.note) = (similar, note),
+            Err(e) => tracing::warn!(error = %e.message, "near-duplicate check failed"),
+        }
+        Ok(stored)
     }
 
     /// store_memory: persists a deliberate memory.
     pub fn store_memory(&self, caller: &Caller, a: StoreMemoryArgs) -> Result<Stored, Error> {
         let m = self.new_memory(caller, a)?;
-        self.insert(m)
+        self.insert(caller, m)
     }
 
     /// schedule_memory: a memory with a validity window `[not_before, not_after)`.
@@ -151,7 +158,7 @@ impl Service {
         let mut m = self.new_memory(caller, base)?;
         m.not_before = nb;
         m.not_after = na;
-        self.insert(m)
+        self.insert(caller, m)
     }
 
     /// get_memory: the full record in any state; counts a strong-signal touch.

@@ -200,6 +200,33 @@ pub struct Stored {
     pub id: RecordId,
     /// Its short handle.
     pub short_id: ShortId,
+    /// store_memory / schedule_memory: live records of the same scope you can read that say
+    /// nearly the same (at most 3, most similar first). The record was stored anyway.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub similar: Option<Vec<Similar>>,
+    /// With `similar`: what to consider doing about them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Stored {
+    /// The result for a new record `id` / `short_id`, without near-duplicates.
+    pub fn new(id: RecordId, short_id: ShortId) -> Self {
+        Stored { id, short_id, similar: None, note: None }
+    }
+}
+
+/// A live record nearly the same as the one just written.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Similar {
+    /// Its UUID.
+    pub id: RecordId,
+    /// Its short handle.
+    pub short_id: ShortId,
+    /// Dense cosine similarity to the new record's content.
+    pub score: f32,
+    /// Its summary, else the start of its content.
+    pub summary: String,
 }
 
 /// Result of supersede_memory: `{id, short_id}` of the correcting record, or with
@@ -221,6 +248,13 @@ pub struct SupersedeResult {
     /// validate_only: each distinct target as resolved.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub targets: Option<Vec<ResolvedTarget>>,
+    /// Live records of the scope, other than the targets, that say nearly the same as the
+    /// correcting record (at most 3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub similar: Option<Vec<Similar>>,
+    /// With `similar`: what to consider doing about them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// A supersession target as resolved from the caller's input.

@@ -8,3 +8,4 @@ mod lifecycle;
 mod related;
 mod rerank;
 mod service;
+mod similar;

@@ -74,7 +74,8 @@ fn build_service(common: &Common) -> Result<Service> {
             tracing::warn!(error = %e, "loading the search index failed; the first search retries");
         }
     })?;
-    let mut service = Service::new(store, embedder, Arc::new(SystemClock), limits);
+    let mut service = Service::new(store, embedder, Arc::new(SystemClock), limits)
+        .with_similar_threshold(common.limits.similar_threshold.0);
     if let Some(config) = rerank {
         tracing::info!(url = %config.url, model = ?config.model, "reranking search results (--search-ranker jev)");
         let reranker = HttpReranker::new(config).context("setting up the reranker")?;

@@ -33,6 +33,26 @@ pub struct LimitArgs {
     /// Most bytes of a summary the client writes.
     #[arg(long, global = true, env = "SPINE_MEMORY_MAX_SUMMARY_BYTES", default_value = "512", value_parser = positive)]
     pub memory_max_summary_bytes: usize,
+    /// Writes report live records of the same scope at this cosine or above as `similar`
+    /// (near-duplicates; the write still happens); `off` turns the check off.
+    #[arg(long, global = true, env = "SPINE_SIMILAR_THRESHOLD", default_value = "0.92", value_parser = similar_threshold)]
+    pub similar_threshold: SimilarThreshold,
+}
+
+/// `--similar-threshold`: a cosine in (0, 1], or off.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SimilarThreshold(pub Option<f32>);
+
+fn similar_threshold(s: &str) -> Result<SimilarThreshold, String> {
+    match s.trim() {
+        "off" => Ok(SimilarThreshold(None)),
+        t => t
+            .parse::<f32>()
+            .ok()
+            .filter(|x| *x > 0.0 && *x <= 1.0)
+            .map(|x| SimilarThreshold(Some(x)))
+            .ok_or_else(|| format!("must be a cosine above 0 and at most 1, or off; got {s:?}")),
+    }
 }
 
 impl LimitArgs {
