@@ -13,6 +13,7 @@
 
 pub mod auth;
 mod http;
+mod prompts;
 pub mod schema;
 mod tools;
 

@@ -6,10 +6,13 @@ use std::sync::{Arc, LazyLock};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolResult, ContentBlock, Extensions, Implementation, JsonObject, ServerCapabilities,
-    ServerConfig,
+    CallToolResult, ContentBlock, Extensions, GetPromptRequestParams, GetPromptResponse,
+    Implementation, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig,
 };
-use rmcp::{ServerHandler, tool, tool_handler, tool_router};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler, tool, tool_handler, tool_router};
 use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -28,6 +31,7 @@ use spine_service::views::{
 use spine_service::{Caller, Service};
 
 use crate::auth::Verifier;
+use crate::prompts;
 use crate::schema::{input, output};
 
 /// Renders a service error as a tool error result: `isError: true` and one text block holding
@@ -447,11 +451,90 @@ transient state. Fetch a record in full with get_memory. When a memory turns out
 supersede_memory it rather than storing a contradiction. Load the user's rules with list_rules \
 and follow them; search_discovery recalls cited facts about the codebase.";
 
+impl SpineMcp {
+    /// Runs `op` for the verified caller of `ctx` on a blocking thread, with Spine's error
+    /// envelope in the MCP error's `data`.
+    async fn with_caller<T: Send + 'static>(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        op: impl FnOnce(&Service, &Caller) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, McpError> {
+        let caller = self.caller(&ctx.extensions).await.map_err(|e| prompts::mcp_error(&e))?;
+        let service = self.service.clone();
+        tokio::task::spawn_blocking(move || op(&service, &caller))
+            .await
+            .map_err(|e| McpError::internal_error(format!("the operation failed: {e}"), None))?
+            .map_err(|e| prompts::mcp_error(&e))
+    }
+}
+
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for SpineMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_prompts()
+            .enable_resources()
+            .build();
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("spine", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        Ok(ListPromptsResult::with_all_items(prompts::prompts()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        if request.name != prompts::BOOTSTRAP {
+            return Err(McpError::invalid_params(
+                format!("no prompt {:?}; Spine offers {:?}", request.name, prompts::BOOTSTRAP),
+                None,
+            ));
+        }
+        let args = request.arguments;
+        let result = self
+            .with_caller(&ctx, move |service, caller| {
+                prompts::bootstrap(service, caller, args.as_ref())
+            })
+            .await?;
+        Ok(result.into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let listed = self.with_caller(&ctx, prompts::resources).await?;
+        Ok(ListResourcesResult::with_all_items(listed))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(prompts::templates()))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let uri = request.uri;
+        let result = self
+            .with_caller(&ctx, move |service, caller| prompts::read(service, caller, &uri))
+            .await?;
+        Ok(result.into())
     }
 }

@@ -113,17 +113,55 @@ impl Service {
     /// The memory scopes of `repo` that `caller` can read: every readable scope whose last
     /// part is `repo` (`<run>:<tier>:<repo>`), sorted.
     pub fn repo_scopes(&self, caller: &Caller, repo: &str) -> Result<Vec<Scope>, Error> {
-        use spine_store::{Access, Filter, ScopeFilter};
-        let access = Access::read(caller);
-        let scopes = self
-            .store
-            .scopes(&access, &Filter::new(ScopeFilter::All), crate::SCOPE_CEILING)
-            .map_err(crate::store_error)?;
-        Ok(scopes
-            .iter()
-            .filter_map(|s| Scope::parse("scope", s).ok())
+        Ok(self
+            .readable_scopes(caller)?
+            .into_iter()
             .filter(|s| s.kind() == spine_core::ScopeKind::Memory && s.repo() == repo)
             .collect())
+    }
+
+    /// The scopes a digest reads for `target`: a memory scope (`<run>:<tier>:<repo>`) reads
+    /// that scope and `rule:repo:<repo>`; a rule scope reads its rules; anything else is a
+    /// repository name, read through every readable scope of it ([`Service::repo_scopes`]).
+    pub fn scopes_for(&self, caller: &Caller, target: &str) -> Result<RepoScopes, Error> {
+        let target = target.trim();
+        if target.is_empty() {
+            return Err(Error::invalid(
+                "repo",
+                spine_core::Hint::Required,
+                "repo is required: a repository name or a scope",
+            ));
+        }
+        let rule_of = |repo: &str| Scope::parse("repo", &format!("rule:repo:{repo}")).ok();
+        if target.contains(':') {
+            let scope = Scope::parse("repo", target)?;
+            let repo = scope.repo().to_owned();
+            return Ok(match scope.kind() {
+                spine_core::ScopeKind::Rule => {
+                    RepoScopes { repo, memory: vec![], rules: vec![scope] }
+                }
+                _ => RepoScopes {
+                    rules: rule_of(&repo).into_iter().collect(),
+                    repo,
+                    memory: vec![scope],
+                },
+            });
+        }
+        Ok(RepoScopes {
+            repo: target.to_owned(),
+            memory: self.repo_scopes(caller, target)?,
+            rules: rule_of(target).into_iter().collect(),
+        })
+    }
+
+    /// Every scope `caller` can read, sorted (at most [`crate::SCOPE_CEILING`]).
+    pub fn readable_scopes(&self, caller: &Caller) -> Result<Vec<Scope>, Error> {
+        use spine_store::{Access, Filter, ScopeFilter};
+        let scopes = self
+            .store
+            .scopes(&Access::read(caller), &Filter::new(ScopeFilter::All), crate::SCOPE_CEILING)
+            .map_err(crate::store_error)?;
+        Ok(scopes.iter().filter_map(|s| Scope::parse("scope", s).ok()).collect())
     }
 
     /// The session digest of `scopes`: every rule (oldest first), then the most recent

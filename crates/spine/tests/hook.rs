@@ -242,3 +242,57 @@ async fn a_hook_never_blocks_the_session() {
     assert_eq!(run.stdout, "");
     assert!(run.stderr.contains(".spine.toml"), "{}", run.stderr);
 }
+
+/// The text of a prompt message or resource content.
+fn texts(v: Value) -> String {
+    v["text"].as_str().unwrap_or_else(|| panic!("text content: {v}")).to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bootstrap_prompt_and_the_resources_give_the_same_digest() {
+    use rmcp::model::{GetPromptRequestParams, GetPromptResponse, ReadResourceRequestParams};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let s = seed(&data).await;
+    let top = checkout(dir.path());
+    let hook_text = context(
+        &hook(&data, &["session-start"], &session_start(&top, "startup")).await,
+        "SessionStart",
+    );
+
+    let client = stdio_client(&data).await;
+    let prompts = client.list_all_prompts().await.unwrap();
+    assert_eq!(prompts.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["bootstrap"]);
+    let args = json!({"repo": "spine"}).as_object().cloned().unwrap();
+    let got = client
+        .get_prompt_once(GetPromptRequestParams::new("bootstrap").with_arguments(args))
+        .await
+        .unwrap();
+    let GetPromptResponse::Complete(got) = got else { panic!("complete") };
+    let message = texts(serde_json::to_value(&got.messages[0].content).unwrap());
+    assert!(message.contains(&s.rule) && message.contains(&s.tls), "{message}");
+    assert!(!message.contains(&s.other));
+    // The same digest as the hook's, but for the heading naming the repository.
+    let body = |t: &str| t.lines().skip(1).map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(body(&message), body(&hook_text));
+
+    // No repo: an invalid-params error with Spine's envelope.
+    let e = client.get_prompt_once(GetPromptRequestParams::new("bootstrap")).await.unwrap_err();
+    assert!(e.to_string().contains("repo is required"), "{e}");
+
+    let resources = client.list_all_resources().await.unwrap();
+    let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+    assert!(uris.contains(&"spine://recent/acme:project:spine"), "{uris:?}");
+    assert!(uris.contains(&"spine://rules/rule:repo:spine"), "{uris:?}");
+    let templates = client.list_all_resource_templates().await.unwrap();
+    assert_eq!(templates.len(), 2);
+    let read = client
+        .read_resource(ReadResourceRequestParams::new("spine://rules/rule:repo:spine"))
+        .await
+        .unwrap();
+    let rules = texts(serde_json::to_value(&read.contents[0]).unwrap());
+    assert!(rules.contains(&s.rule) && !rules.contains(&s.tls), "{rules}");
+    let e = client.read_resource(ReadResourceRequestParams::new("file:///etc/passwd")).await;
+    assert!(e.is_err());
+    client.cancel().await.unwrap();
+}
