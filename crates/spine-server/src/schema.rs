@@ -86,14 +86,88 @@ fn generate<T: JsonSchema>(serialize: bool) -> Arc<JsonObject> {
     }
 }
 
+/// Which schema a compaction is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    /// An `inputSchema`: the model reads it to write arguments; descriptions stay.
+    Input,
+    /// An `outputSchema`: clients validate results with it; the model needs no prose.
+    Output,
+}
+
+/// Shrinks a generated schema without changing what it accepts where it matters (every
+/// tool list is read into the model's context, so every character costs tokens):
+/// - both: no `title`, no `$schema` (2020-12 is MCP's default dialect), descriptions on one
+///   line;
+/// - input: no root `description` (the tool's description says it), no `default` (the
+///   descriptions say them), and an optional argument is typed by what it holds (`string`,
+///   not `["string", "null"]`; the server still accepts `null` for it);
+/// - output: no descriptions (the field names and types are the contract).
+fn compact(value: &mut Value, side: Side, root: bool) {
+    let Value::Object(obj) = value else {
+        if let Value::Array(items) = value {
+            items.iter_mut().for_each(|v| compact(v, side, false));
+        }
+        return;
+    };
+    obj.remove("title");
+    obj.remove("$schema");
+    if side == Side::Output || root {
+        obj.remove("description");
+    }
+    if side == Side::Input {
+        obj.remove("default");
+        if let Some(Value::Array(types)) = obj.get("type") {
+            let kept: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+            if kept.len() == 1 {
+                obj.insert("type".into(), kept[0].clone());
+            }
+        }
+        // `Option<Enum>`: anyOf [X, {type: null}] → X.
+        if let Some(Value::Array(any)) = obj.get("anyOf")
+            && any.len() == 2
+            && let Some(other) = any.iter().find(|s| s.get("type") != Some(&json!("null")))
+            && any.iter().any(|s| s.get("type") == Some(&json!("null")))
+            && let Value::Object(other) = other.clone()
+        {
+            obj.remove("anyOf");
+            for (k, v) in other {
+                obj.entry(k).or_insert(v);
+            }
+        }
+    }
+    if let Some(Value::String(d)) = obj.get_mut("description") {
+        *d = d.split_whitespace().collect::<Vec<_>>().join(" ");
+    }
+    for (key, child) in obj.iter_mut() {
+        match (key.as_str(), child) {
+            // Property names are not schema keywords: recurse into each property's schema.
+            ("properties" | "$defs", Value::Object(map)) => {
+                map.values_mut().for_each(|v| compact(v, side, false));
+            }
+            ("description", _) | ("enum", _) | ("const", _) | ("required", _) => {}
+            (_, v) => compact(v, side, false),
+        }
+    }
+}
+
+fn compacted(mut schema: Arc<JsonObject>, side: Side) -> Arc<JsonObject> {
+    let mut value = Value::Object(std::mem::take(Arc::make_mut(&mut schema)));
+    compact(&mut value, side, true);
+    match value {
+        Value::Object(o) => Arc::new(o),
+        _ => Arc::new(JsonObject::new()),
+    }
+}
+
 /// The `inputSchema` of a tool taking `T` as its arguments.
 pub fn input<T: JsonSchema>() -> Arc<JsonObject> {
-    generate::<T>(false)
+    compacted(generate::<T>(false), Side::Input)
 }
 
 /// The `outputSchema` of a tool whose success result serialises `T` (always an object).
 pub fn output<T: JsonSchema>() -> Arc<JsonObject> {
-    generate::<T>(true)
+    compacted(generate::<T>(true), Side::Output)
 }
 
 #[cfg(test)]
@@ -148,5 +222,50 @@ mod tests {
         assert!(props["signed"].get("minimum").is_none());
         assert_eq!(schema["$defs"]["Inner"]["properties"]["n"]["maximum"], u32::MAX);
         assert_eq!(props["maybe"]["maximum"], u16::MAX);
+    }
+
+    /// A struct with an optional argument, an optional enum and a field named like a
+    /// keyword.
+    #[derive(serde::Deserialize, Serialize, JsonSchema)]
+    /// Root prose the tool description already says.
+    struct Args {
+        /// Text
+        ///   on two lines.
+        text: Option<String>,
+        /// A closed set.
+        kind: Option<Kind>,
+        /// Named like a keyword.
+        description: String,
+        #[serde(default)]
+        flag: bool,
+    }
+
+    #[derive(serde::Deserialize, Serialize, JsonSchema)]
+    enum Kind {
+        A,
+        B,
+    }
+
+    #[test]
+    fn input_schemas_are_compact_and_output_schemas_carry_no_prose() {
+        let i = Value::Object((*input::<Args>()).clone());
+        for gone in ["title", "$schema", "description"] {
+            assert!(i.get(gone).is_none(), "{gone} in {i}");
+        }
+        let props = &i["properties"];
+        assert_eq!(props["text"]["type"], "string");
+        assert_eq!(props["text"]["description"], "Text on two lines.");
+        assert!(props["text"].get("default").is_none() && props["flag"].get("default").is_none());
+        assert!(props["kind"].get("anyOf").is_none(), "{}", props["kind"]);
+        assert!(
+            props["kind"]["$ref"].is_string() || props["kind"]["enum"].is_array(),
+            "{}",
+            props["kind"]
+        );
+        assert_eq!(props["description"]["type"], "string", "a property named description stays");
+        let o = Value::Object((*output::<Args>()).clone());
+        assert!(o["properties"]["description"].is_object());
+        assert!(o["properties"]["text"].get("description").is_none());
+        assert_eq!(o["properties"]["text"]["type"], json!(["string", "null"]), "outputs keep null");
     }
 }
