@@ -169,21 +169,25 @@ vocabulary! {
     }
 }
 
-/// A citation backing a record (SPEC "Citation").
+/// Evidence for a record (SPEC "Citation"). The tool schemas carry only the descriptions
+/// the field names do not say.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[schemars(description = "")]
 pub struct Citation {
     /// `file`, `commit`, `url` or `repo`.
+    #[schemars(description = "")]
     pub kind: CitationKind,
-    /// Path, repo URL, or doc URL.
+    /// Path or URL.
     #[serde(rename = "ref")]
     pub reference: String,
     /// E.g. a line range.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(description = "")]
     pub locator: String,
-    /// Aging anchor: commit SHA, content hash, revision, or fetched-at.
+    /// Commit SHA, content hash or revision.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub pin: String,
-    /// Cached substance; at most 16 KiB.
+    /// Quoted text, at most 16 KiB.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub excerpt: String,
 }

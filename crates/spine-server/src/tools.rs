@@ -158,7 +158,7 @@ impl SpineMcp {
 impl SpineMcp {
     #[tool(
         name = "store_memory",
-        description = "Persists a deliberate memory (not transient state, secrets or timestamps): a decision, preference, convention or gotcha worth recalling in a later session. Returns the new record's id and short_id.",
+        description = "Stores a deliberate memory worth recalling in a later session: a decision, preference, convention or gotcha. Never secrets or transient state.",
         input_schema = input::<StoreMemoryArgs>(),
         output_schema = output::<Stored>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
@@ -173,7 +173,7 @@ impl SpineMcp {
 
     #[tool(
         name = "schedule_memory",
-        description = "Persists a memory that only applies within a time window: hidden from recall until not_before, dropped from recall at not_after (RFC 3339; at least one). Use for temporary freezes, upcoming changes, expiring workarounds. Returns id and short_id.",
+        description = "Stores a memory valid only in [not_before, not_after) (at least one bound): hidden before, dropped after. For freezes, upcoming changes, expiring workarounds.",
         input_schema = input::<ScheduleMemoryArgs>(),
         output_schema = output::<Stored>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
@@ -188,7 +188,7 @@ impl SpineMcp {
 
     #[tool(
         name = "search_memory",
-        description = "Finds the memories nearest in meaning to a natural-language query within a scope (or every readable scope with cross_spine). Call before deciding something the user or a past session may already have settled. Compact results by default (summary, no citations); full=true for everything. Archived, superseded, expired and scheduled records are hidden (counted in recall_gate_hidden).",
+        description = "Finds the memories nearest in meaning to a query. Search before deciding what may already be settled. Hidden states are counted in recall_gate_hidden.",
         input_schema = input::<SearchMemoryArgs>(),
         output_schema = output::<SearchResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
@@ -203,7 +203,7 @@ impl SpineMcp {
 
     #[tool(
         name = "list_memory",
-        description = "Lists memories most recent first without a query: the session bootstrap. Page with next_cursor (or offset). Discoveries are never listed; hidden states are counted in recall_gate_hidden.",
+        description = "Lists memories newest first, no query: load a scope's context at session start. Discoveries are not listed.",
         input_schema = input::<ListMemoryArgs>(),
         output_schema = output::<ListResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
@@ -218,7 +218,7 @@ impl SpineMcp {
 
     #[tool(
         name = "list_scheduled",
-        description = "Lists your own windowed memories that recall is hiding: state=scheduled (not active yet, the default), expired (window ended) or all. Only ever your own records.",
+        description = "Lists your own windowed memories that recall hides: scheduled (not yet active), expired, or all.",
         input_schema = input::<ListScheduledArgs>(),
         output_schema = output::<ListResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
@@ -233,7 +233,7 @@ impl SpineMcp {
 
     #[tool(
         name = "get_memory",
-        description = "Fetches one record in full by id or short_id, in any state (archived, superseded, expired and scheduled included). Use when a recall result's summary is not enough.",
+        description = "Fetches one record in full, in any state.",
         input_schema = input::<IdArgs>(),
         output_schema = output::<MemoryView>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
@@ -248,7 +248,7 @@ impl SpineMcp {
 
     #[tool(
         name = "update_memory",
-        description = "Rewrites one of your memories in place: new content (re-embedded), and optionally tags (replace the set), summary, and shared. If you wrote the record's summary and change the content, send summary too. Prefer supersede_memory when the old fact was wrong and its history matters.",
+        description = "Rewrites one of your memories in place. Prefer supersede_memory when the old fact was wrong.",
         input_schema = input::<UpdateMemoryArgs>(),
         output_schema = output::<Status>(),
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
@@ -263,7 +263,7 @@ impl SpineMcp {
 
     #[tool(
         name = "delete_memory",
-        description = "Permanently deletes one of your records by id or short_id (rules included: the only way to retire one). Prefer archive when the user may want it back.",
+        description = "Permanently deletes one of your records (the only way to retire a rule). Prefer archive_memory when it may be wanted back.",
         input_schema = input::<IdArgs>(),
         output_schema = output::<Status>(),
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
@@ -278,7 +278,7 @@ impl SpineMcp {
 
     #[tool(
         name = "delete_all",
-        description = "Permanently deletes every one of your own records in one scope (others' records are untouched). Only when the user asks to wipe a scope.",
+        description = "Permanently deletes all your records in one scope. Only when the user asks.",
         input_schema = input::<DeleteAllArgs>(),
         output_schema = output::<Status>(),
         annotations(read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false)
@@ -293,7 +293,7 @@ impl SpineMcp {
 
     #[tool(
         name = "set_visibility",
-        description = "Shares one of your records with every authenticated caller (shared=true) or makes it private again (shared=false). Sharing grants read only. Not for rules, which are always shared.",
+        description = "Shares one of your records read-only with every authenticated caller, or makes it private. Not for rules.",
         input_schema = input::<SetVisibilityArgs>(),
         output_schema = output::<Status>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
@@ -308,7 +308,7 @@ impl SpineMcp {
 
     #[tool(
         name = "list_tags",
-        description = "Lists the tags in use with how many recall-visible records carry each, most used first; use it to pick tag filters for search_memory and list_memory.",
+        description = "Tags in use with record counts, most used first.",
         input_schema = input::<ListTagsArgs>(),
         output_schema = output::<TagsResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
@@ -323,7 +323,7 @@ impl SpineMcp {
 
     #[tool(
         name = "supersede_memory",
-        description = "Corrects memories: stores a new record (same arguments as store_memory) that replaces one or more of your records listed in supersedes (UUIDs or short_ids). The old records stay fetchable by get_memory but leave recall. Each target must be the live head of its chain and not a rule; otherwise nothing is written and every offending target is named. validate_only=true checks without writing; idempotency_key makes retries safe. Never automatic: call it when a stored memory turned out wrong or outdated.",
+        description = "Corrects memories: stores a new record (store_memory's arguments) that replaces the records in supersedes; they leave recall but stay fetchable. If a target is not yours, not the live head of its chain, or a rule, nothing is written and each offender is named.",
         input_schema = input::<SupersedeMemoryArgs>(),
         output_schema = output::<SupersedeResult>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
@@ -338,7 +338,7 @@ impl SpineMcp {
 
     #[tool(
         name = "archive_memory",
-        description = "Archives 1 to 1000 of your records (ids or short_ids): they leave recall but stay fetchable with get_memory and can be restored. One outcome per id in input order: archived, already_archived or not_found. Use only after the user has agreed.",
+        description = "Archives your records: out of recall, still fetchable, restorable. Only after the user agrees.",
         input_schema = input::<BatchIdsArgs>(),
         output_schema = output::<BatchResult>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
@@ -353,7 +353,7 @@ impl SpineMcp {
 
     #[tool(
         name = "restore_memory",
-        description = "Restores 1 to 1000 archived records of yours (ids or short_ids) to recall. One outcome per id in input order: restored, not_archived or not_found. Supersession and expiry are not affected.",
+        description = "Restores archived records of yours to recall.",
         input_schema = input::<BatchIdsArgs>(),
         output_schema = output::<BatchResult>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
@@ -368,7 +368,7 @@ impl SpineMcp {
 
     #[tool(
         name = "related_memories",
-        description = "On demand, shows what is connected to one memory: its supersession chain (predecessors and successors with depth), records citing the same files, commits or URLs, records sharing tags (with a Jaccard tag_weight), and the nearest records by meaning in its scope (k widens only this last group). Each related record appears once with every edge type linking it.",
+        description = "Shows what connects to one memory: its supersession chain, records citing the same sources, records sharing tags, and its nearest neighbours by meaning.",
         input_schema = input::<RelatedMemoriesArgs>(),
         output_schema = output::<RelatedResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
@@ -383,7 +383,7 @@ impl SpineMcp {
 
     #[tool(
         name = "store_discovery",
-        description = "Persists citation-backed understanding of a codebase in a discovery:<...> scope (typically discovery:repo:<repo>): kind map (orientation, structure) or fact (a pinned, checkable claim), with 1 to 50 citations (file, commit, url, repo). Recalled on demand with search_discovery, never in list_memory. Pass id to replace one of your discoveries in place. Returns id and short_id.",
+        description = "Stores citation-backed understanding of the codebase: a map (layout) or a fact (a pinned, checkable claim). Recalled by search_discovery, not list_memory.",
         input_schema = input::<StoreDiscoveryArgs>(),
         output_schema = output::<Stored>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
@@ -398,7 +398,7 @@ impl SpineMcp {
 
     #[tool(
         name = "search_discovery",
-        description = "Finds discoveries (citation-backed codebase understanding) nearest in meaning to a query, in one discovery scope or all (cross_spine), optionally only maps or only facts. Each hit carries its citations and created_at; check pins before relying on a fact.",
+        description = "Finds discoveries nearest in meaning to a question. Check pins before relying on a fact.",
         input_schema = input::<SearchDiscoveryArgs>(),
         output_schema = output::<DiscoveryResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
@@ -413,7 +413,7 @@ impl SpineMcp {
 
     #[tool(
         name = "store_rule",
-        description = "Persists a normative rule the user approved (only after the user approves it) in rule:repo:<repo> or rule:project:<project>, with a required one-line summary (at most 256 bytes). Rules are always shared and cannot be superseded; pass id to replace one of your rules in place (its short_id is kept). Returns id and short_id.",
+        description = "Stores a rule, only after the user approved it. Rules are shared, never superseded; list_rules loads them.",
         input_schema = input::<StoreRuleArgs>(),
         output_schema = output::<Stored>(),
         annotations(read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false)
@@ -428,7 +428,7 @@ impl SpineMcp {
 
     #[tool(
         name = "list_rules",
-        description = "Lists the rules in force, oldest first, for the given rule scopes or every readable rule scope: load them at the start of a session and follow them. Compact (summary, no content) unless full=true; an advisory appears when a scope holds more than 50 rules.",
+        description = "Lists the rules in force, oldest first: load them at session start and follow them.",
         input_schema = input::<ListRulesArgs>(),
         output_schema = output::<RulesResult>(),
         annotations(read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false)
@@ -444,12 +444,20 @@ impl SpineMcp {
 
 /// What the server tells an agent at connection time.
 const INSTRUCTIONS: &str = "Spine is your long-term memory across sessions. At the start of \
-a session call list_memory for the scope (<run>:<tier>:<repo>) to load recent context; before \
-deciding something, search_memory for what was already settled. Store only deliberate, durable \
-knowledge (decisions, preferences, conventions, gotchas) with store_memory; never secrets or \
-transient state. Fetch a record in full with get_memory. When a memory turns out wrong, \
-supersede_memory it rather than storing a contradiction. Load the user's rules with list_rules \
-and follow them; search_discovery recalls cited facts about the codebase.";
+a session load list_rules and list_memory for the scope; before deciding something, \
+search_memory for what was already settled. Store only deliberate, durable knowledge \
+(decisions, preferences, conventions, gotchas) with store_memory, never secrets or transient \
+state; when a write reports `similar` records, supersede_memory the one it corrects. When a \
+memory turns out wrong, supersede_memory it rather than storing a contradiction. \
+Conventions shared by every tool: a scope is <run>:<tier>:<repo> (discovery:<name> and \
+rule:repo:<repo> / rule:project:<project> hold discoveries and rules); an id is a record's \
+UUID or its short_id; times are RFC 3339 (created_after inclusive, created_before \
+exclusive); filters: tags = all of them, categories = any of them (omitted: every \
+category); k defaults to 8 and limit to 20, at most 1000; scope is required unless \
+cross_spine=true, which spans every scope you can read; results are compact (summary \
+instead of content, no citations) unless full=true; page with next_cursor; batch tools \
+answer one outcome per id, in order. Archived, superseded, expired and scheduled records \
+leave recall (counted in recall_gate_hidden) but get_memory fetches any state.";
 
 impl SpineMcp {
     /// Runs `op` for the verified caller of `ctx` on a blocking thread, with Spine's error

@@ -88,14 +88,13 @@ macro_rules! record_args {
         $(#[$meta])*
         #[derive(Debug, Clone, Deserialize, JsonSchema)]
         pub struct $name {
-            /// The memory text (also what is embedded for semantic search). One deliberate fact,
-            /// decision, preference, convention or gotcha; never secrets or transient state.
+            /// A decision, preference, convention or gotcha; never secrets or transient state.
             pub content: String,
-            /// Scope `<run>:<tier>:<repo>`, e.g. `myteam:project:spine`.
+            /// `<run>:<tier>:<repo>`, e.g. `myteam:project:spine`.
             #[serde(deserialize_with = "edge::required")]
             #[schemars(with = "String")]
             pub scope: Scope,
-            /// `user-said` (the user stated it) or `agent-inferred` (you derived it).
+            /// `user-said` or `agent-inferred`.
             #[serde(deserialize_with = "edge::required")]
             #[schemars(with = "String")]
             pub source: Source,
@@ -103,25 +102,30 @@ macro_rules! record_args {
             #[serde(deserialize_with = "edge::required")]
             #[schemars(with = "String")]
             pub category: Category,
-            /// Free-form labels, used as AND filters in search_memory / list_memory.
+            /// Labels (AND filters when searching).
             #[serde(default)]
+            #[schemars(description = "")]
             pub tags: Option<Vec<String>>,
             /// Repository name or URL.
             #[serde(default)]
+            #[schemars(description = "")]
             pub repo: Option<String>,
-            /// Workspace identifier.
+            /// Workspace id.
             #[serde(default)]
+            #[schemars(description = "")]
             pub workspace: Option<String>,
-            /// Path to the git worktree.
+            /// Git worktree path.
             #[serde(default)]
+            #[schemars(description = "")]
             pub worktree_path: Option<String>,
-            /// Base directory of the project.
+            /// Project base directory.
             #[serde(default)]
+            #[schemars(description = "")]
             pub base_dir: Option<String>,
-            /// Short human-readable summary shown in recall results instead of the content.
+            /// Shown in recall instead of the content.
             #[serde(default)]
             pub summary: Option<String>,
-            /// Evidence backing the memory (at most 50). Never inferred by the server.
+            /// Evidence, at most 50.
             #[serde(default)]
             pub citations: Option<Vec<Citation>>,
             $($(#[$fmeta])* pub $field: $ty,)*
@@ -161,11 +165,11 @@ record_args!(StoreMemoryArgs);
 record_args! {
     /// Arguments of schedule_memory: store_memory's plus a validity window.
     ScheduleMemoryArgs {
-        /// RFC 3339 time: hidden from recall until now is at or past it.
+        /// RFC 3339; hidden from recall before it.
         #[serde(default, deserialize_with = "edge::optional")]
         #[schemars(with = "Option<String>")]
         not_before: Option<EpochSeconds>,
-        /// RFC 3339 time: dropped from recall once now is at or past it.
+        /// RFC 3339; dropped from recall from it on.
         #[serde(default, deserialize_with = "edge::optional")]
         #[schemars(with = "Option<String>")]
         not_after: Option<EpochSeconds>,
@@ -180,29 +184,35 @@ macro_rules! filter_args {
         #[derive(Debug, Clone, Deserialize, JsonSchema)]
         pub struct $name {
             $($(#[$fmeta])* pub $field: $ty,)*
-            /// Scope to read; required unless cross_spine is true.
+            /// Required unless cross_spine.
             #[serde(default)]
+            #[schemars(description = "")]
             pub scope: Option<String>,
-            /// Only records carrying ALL of these tags.
+            /// Records with all of these tags.
             #[serde(default)]
+            #[schemars(description = "")]
             pub tags: Option<Vec<String>>,
-            /// Only records in ANY of these categories (any stored category, `discovery` and
-            /// `rule` included); omitted or empty: every category.
+            /// Records in any of these categories; omitted: every category.
+            #[schemars(description = "")]
             #[serde(default)]
             pub categories: Option<Vec<String>>,
-            /// RFC 3339: only records created at or after this time.
+            /// RFC 3339, inclusive.
             #[serde(default, deserialize_with = "edge::optional")]
             #[schemars(with = "Option<String>")]
+            #[schemars(description = "")]
             pub created_after: Option<Timestamp>,
-            /// RFC 3339: only records created strictly before this time.
+            /// RFC 3339, exclusive.
             #[serde(default, deserialize_with = "edge::optional")]
             #[schemars(with = "Option<String>")]
+            #[schemars(description = "")]
             pub created_before: Option<Timestamp>,
-            /// true returns every field including citations; default is the compact view.
+            /// Every field (default: compact).
             #[serde(default = "default_false")]
+            #[schemars(description = "")]
             pub full: bool,
-            /// true reads every scope you can read (scope is ignored).
+            /// Every readable scope; scope is ignored.
             #[serde(default = "default_false")]
+            #[schemars(description = "")]
             pub cross_spine: bool,
         }
     };
@@ -212,9 +222,11 @@ filter_args! {
     /// Arguments of search_memory.
     SearchMemoryArgs {
         /// Natural-language query.
+        #[schemars(description = "")]
         query: String,
-        /// Number of results; 0 or omitted = 8; at most 1000.
+        /// Default 8, at most 1000.
         #[serde(default)]
+        #[schemars(description = "")]
         k: Option<u64>,
     }
 }
@@ -222,14 +234,17 @@ filter_args! {
 filter_args! {
     /// Arguments of list_memory.
     ListMemoryArgs {
-        /// Page size; 0 or omitted = 20; at most 1000.
+        /// Default 20, at most 1000.
         #[serde(default)]
+        #[schemars(description = "")]
         limit: Option<u64>,
-        /// next_cursor of the previous page; omit for the first page. Not with offset.
+        /// next_cursor of the previous page (not with offset).
         #[serde(default)]
+        #[schemars(description = "")]
         cursor: Option<String>,
-        /// Number of records to skip; not with cursor.
+        /// Records to skip (not with cursor).
         #[serde(default)]
+        #[schemars(description = "")]
         offset: Option<u64>,
     }
 }
@@ -237,57 +252,64 @@ filter_args! {
 /// Arguments of list_scheduled.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct ListScheduledArgs {
-    /// Scope to list; required unless cross_spine is true.
+    /// Required unless cross_spine.
     #[serde(default)]
+    #[schemars(description = "")]
     pub scope: Option<String>,
-    /// `scheduled` (default: not yet active), `expired` (window has ended) or `all`.
+    /// `scheduled` (default), `expired` or `all`.
     #[serde(default, deserialize_with = "blank_is_none")]
     pub state: Option<ScheduledState>,
-    /// Page size; 0 or omitted = 20; at most 1000.
+    /// Default 20, at most 1000.
     #[serde(default)]
+    #[schemars(description = "")]
     pub limit: Option<u64>,
-    /// RFC 3339: only records created at or after this time.
+    /// RFC 3339, inclusive.
     #[serde(default, deserialize_with = "edge::optional")]
     #[schemars(with = "Option<String>")]
+    #[schemars(description = "")]
     pub created_after: Option<Timestamp>,
-    /// RFC 3339: only records created strictly before this time.
+    /// RFC 3339, exclusive.
     #[serde(default, deserialize_with = "edge::optional")]
     #[schemars(with = "Option<String>")]
+    #[schemars(description = "")]
     pub created_before: Option<Timestamp>,
-    /// true lists your records across every scope (scope is ignored).
+    /// Every scope (still only your records); scope is ignored.
     #[serde(default = "default_false")]
     pub cross_spine: bool,
     /// next_cursor of the previous page.
     #[serde(default)]
+    #[schemars(description = "")]
     pub cursor: Option<String>,
 }
 
 /// Arguments of get_memory and delete_memory.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct IdArgs {
-    /// Record UUID or short_id (case-insensitive).
+    /// UUID or short_id.
     #[serde(deserialize_with = "edge::required")]
     #[schemars(with = "String")]
+    #[schemars(description = "")]
     pub id: IdInput,
 }
 
 /// Arguments of update_memory.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct UpdateMemoryArgs {
-    /// Record UUID or short_id.
+    /// UUID or short_id.
     #[serde(deserialize_with = "edge::required")]
     #[schemars(with = "String")]
+    #[schemars(description = "")]
     pub id: IdInput,
-    /// Replacement text (re-embedded when it changes). Send the current text to keep it.
+    /// New text; send the current text to keep it.
     pub content: String,
-    /// true = shared (readable by any authenticated caller), false = private; omit keeps.
+    /// true shared, false private; omit keeps.
     #[serde(default)]
     pub shared: Option<bool>,
-    /// Replaces the whole tag set; [] clears; omit keeps.
+    /// Replaces the tags; [] clears; omit keeps.
     #[serde(default)]
     pub tags: Option<Vec<String>>,
-    /// Replaces the summary; "" clears; omit keeps. Required when content changes on a
-    /// record whose summary you (the client) wrote.
+    /// Replaces the summary; "" clears; omit keeps. Required when changing the content of
+    /// a record whose summary you wrote.
     #[serde(default)]
     pub summary: Option<String>,
 }
@@ -296,14 +318,14 @@ record_args! {
     /// Arguments of supersede_memory: store_memory's for the correcting record, plus the
     /// records it replaces.
     SupersedeMemoryArgs {
-        /// Ids (UUID or short_id) of the records this one replaces: each must be yours, the
-        /// live head of its chain, and not a rule. Duplicates collapse.
+        /// Ids of the records this one replaces: yours, live heads of their chains, not
+        /// rules.
         supersedes: Vec<String>,
-        /// true: run every check and report the resolved targets without writing anything.
+        /// Check and resolve the targets; write nothing.
         #[serde(default = "default_false")]
         validate_only: bool,
-        /// Any string (1 to 256 bytes) identifying this correction: a retry with the same
-        /// key, content and targets returns the original result instead of writing twice.
+        /// 1-256 bytes; a retry with the same key, content and targets returns the first
+        /// result.
         #[serde(default)]
         idempotency_key: Option<String>,
     }
@@ -312,15 +334,14 @@ record_args! {
 /// Arguments of archive_memory and restore_memory.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct BatchIdsArgs {
-    /// 1 to 1000 record ids (UUID or short_id), each at most 256 bytes. Each gets its own
-    /// outcome, in input order.
+    /// 1-1000 ids; one outcome each, in order.
     pub ids: Vec<String>,
 }
 
 /// Arguments of delete_all.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct DeleteAllArgs {
-    /// Scope to clear (only your own records in it are deleted).
+    /// Scope to clear (your records only).
     #[serde(deserialize_with = "edge::required")]
     #[schemars(with = "String")]
     pub scope: Scope,
@@ -329,21 +350,23 @@ pub struct DeleteAllArgs {
 /// Arguments of set_visibility.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct SetVisibilityArgs {
-    /// Record UUID or short_id.
+    /// UUID or short_id.
     #[serde(deserialize_with = "edge::required")]
     #[schemars(with = "String")]
+    #[schemars(description = "")]
     pub id: IdInput,
-    /// true = readable by any authenticated caller; false = private.
+    /// true shared (read-only for others), false private.
     pub shared: bool,
 }
 
 /// Arguments of list_tags.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct ListTagsArgs {
-    /// Scope; omit for every scope you can read.
+    /// Omit for every readable scope.
     #[serde(default)]
+    #[schemars(description = "")]
     pub scope: Option<String>,
-    /// Number of tags; 0 or omitted = 100; at most 1000.
+    /// Default 100, at most 1000.
     #[serde(default)]
     pub limit: Option<u64>,
 }
@@ -351,17 +374,17 @@ pub struct ListTagsArgs {
 /// Arguments of related_memories.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct RelatedMemoriesArgs {
-    /// Anchor record: UUID or short_id (case-insensitive). Any state; must be readable by you.
+    /// Anchor: UUID or short_id, any state.
     #[serde(deserialize_with = "edge::required")]
     #[schemars(with = "String")]
+    #[schemars(description = "")]
     pub id: IdInput,
-    /// Most vector (meaning) neighbours; 0 or omitted = 8; at most 1000. Does not change
-    /// the other edge types' caps.
+    /// Nearest-by-meaning neighbours: default 8, at most 1000.
     #[serde(default)]
     pub k: Option<u64>,
-    /// true returns every field (including citations) on the anchor and each related record;
-    /// default is the compact view.
+    /// Every field (default: compact).
     #[serde(default = "default_false")]
+    #[schemars(description = "")]
     pub full: bool,
 }
 
@@ -504,30 +527,25 @@ mod tests {
 /// set by the server and are not arguments.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct StoreDiscoveryArgs {
-    /// What you learned about the codebase, in your own words (also what is embedded for
-    /// search_discovery); at most 64 KiB.
+    /// What you learned about the code, in your words (embedded; at most 64 KiB).
     pub content: String,
-    /// `map` (orientation: how the code is laid out and where things live) or `fact` (one
-    /// pinned, checkable claim).
+    /// `map` (layout, where things live) or `fact` (one pinned, checkable claim).
     pub kind: DiscoveryKind,
-    /// The evidence, 1 to 50 citations: each `{kind: file|commit|url|repo, ref, locator?,
-    /// pin?, excerpt?}`; pin a commit SHA or content hash so the claim can be re-checked;
-    /// an excerpt is at most 16 KiB.
+    /// 1-50 citations; pin a commit SHA or content hash so the claim can be re-checked.
     pub citations: Vec<Citation>,
-    /// Scope starting with `discovery:`, typically `discovery:repo:<repo>`.
+    /// `discovery:<name>`, typically `discovery:repo:<repo>`.
     #[serde(deserialize_with = "edge::required")]
     #[schemars(with = "String")]
     pub scope: Scope,
-    /// Free-form labels.
+    /// Labels.
     #[serde(default)]
+    #[schemars(description = "")]
     pub tags: Option<Vec<String>>,
-    /// Short summary shown in search results instead of the content (at most 512 bytes by
-    /// default).
+    /// Shown in results instead of the content.
     #[serde(default)]
     pub summary: Option<String>,
-    /// Omit to create a record. The UUID or short_id of one of your own discovery records
-    /// replaces it in place: content, kind, citations, scope, tags and summary become this
-    /// call's (an omitted tags or summary clears it); id, short_id and created_at are kept.
+    /// Omit to create; the id of your discovery replaces it in place (omitted tags or
+    /// summary clear).
     #[serde(default, deserialize_with = "edge::optional")]
     #[schemars(with = "Option<String>")]
     pub id: Option<IdInput>,
@@ -536,19 +554,22 @@ pub struct StoreDiscoveryArgs {
 /// Arguments of search_discovery.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct SearchDiscoveryArgs {
-    /// Natural-language question about the codebase.
+    /// Question about the code.
+    #[schemars(description = "")]
     pub query: String,
-    /// A `discovery:` scope, e.g. `discovery:repo:spine`; required unless cross_spine is true.
+    /// A `discovery:` scope; required unless cross_spine.
     #[serde(default)]
     pub scope: Option<String>,
-    /// Only discoveries of this kind: `map` or `fact`. Omit for both.
+    /// `map` or `fact`; omit for both.
     #[serde(default, deserialize_with = "blank_is_none")]
     pub kind: Option<DiscoveryKind>,
-    /// Number of results; 0 or omitted = 8; at most 1000.
+    /// Default 8, at most 1000.
     #[serde(default)]
+    #[schemars(description = "")]
     pub k: Option<u64>,
-    /// true searches every discovery scope you can read (scope is ignored).
+    /// Every readable discovery scope.
     #[serde(default = "default_false")]
+    #[schemars(description = "")]
     pub cross_spine: bool,
 }
 
@@ -556,20 +577,19 @@ pub struct SearchDiscoveryArgs {
 /// (`rule`), `source` (`user-said`) and `visibility` (`shared`) are set by the server.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct StoreRuleArgs {
-    /// The rule as the user approved it (also what is embedded); at most 8 KiB.
+    /// The rule as the user approved it (at most 8 KiB).
     pub content: String,
     /// `rule:repo:<repo>` or `rule:project:<project>`.
     #[serde(deserialize_with = "edge::required")]
     #[schemars(with = "String")]
     pub scope: Scope,
-    /// One physical line (no line breaks) of at most 256 bytes, shown by list_rules.
+    /// One line, at most 256 bytes, shown by list_rules.
     pub summary: String,
-    /// Concern-area labels (e.g. `testing`, `security`), usable as list_rules filters.
+    /// Concern labels (list_rules filters).
     #[serde(default)]
+    #[schemars(description = "")]
     pub tags: Option<Vec<String>>,
-    /// Omit to create a rule. The UUID or short_id of one of your own rules replaces it in
-    /// place: content, scope, summary and tags become this call's (omitted tags clear them);
-    /// id, short_id and created_at are kept.
+    /// Omit to create; the id of your rule replaces it in place (omitted tags clear).
     #[serde(default, deserialize_with = "edge::optional")]
     #[schemars(with = "Option<String>")]
     pub id: Option<IdInput>,
@@ -578,16 +598,15 @@ pub struct StoreRuleArgs {
 /// Arguments of list_rules.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct ListRulesArgs {
-    /// `rule:repo:<repo>` / `rule:project:<project>` scopes to list, each oldest first, in
-    /// the order given (up to 1000 rules per scope). Omit for every rule scope you can read
-    /// in one oldest-first read (up to 1000 rules in total).
+    /// Rule scopes, listed in this order; omit for every readable rule scope.
     #[serde(default)]
     pub scopes: Option<Vec<String>>,
-    /// Only rules carrying ALL of these tags.
+    /// Rules with all of these tags.
     #[serde(default)]
+    #[schemars(description = "")]
     pub tags: Option<Vec<String>>,
-    /// true returns every field including the rule's content; default is the compact view
-    /// (short_id, id, summary, tags, scope, created_at).
+    /// Include the content (default: compact).
     #[serde(default = "default_false")]
+    #[schemars(description = "")]
     pub full: bool,
 }

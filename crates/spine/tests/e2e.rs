@@ -704,3 +704,25 @@ async fn settings_are_flags_and_variables_listed_by_help() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("SPINE_RERANK_URL"));
 }
+
+/// What tools/list costs a model's context (issue "token budgets"): the part a model reads
+/// to call the tools (names, descriptions, input schemas) stays at most half of the 25,596
+/// characters it was, and the whole list (output schemas included) well under Claude Code's
+/// warning. Measured as compact JSON, as on the wire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_list_stays_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let client = stdio_client(dir.path()).await;
+    let tools = client.list_all_tools().await.unwrap();
+    let size = |v: &serde_json::Value| serde_json::to_string(v).unwrap().len();
+    let mut seen = 0;
+    for t in &tools {
+        seen += t.name.len() + t.description.as_deref().map_or(0, str::len);
+        seen += size(&serde_json::Value::Object((*t.input_schema).clone()));
+        assert!(t.description.as_deref().is_some_and(|d| !d.is_empty()), "{} described", t.name);
+    }
+    let whole = size(&serde_json::to_value(&tools).unwrap());
+    assert!(seen <= 12_798, "names + descriptions + input schemas: {seen} characters");
+    assert!(whole <= 50_000, "the whole tools/list: {whole} characters");
+    client.cancel().await.unwrap();
+}
