@@ -455,8 +455,9 @@ UUID or its short_id; times are RFC 3339 (created_after inclusive, created_befor
 exclusive); filters: tags = all of them, categories = any of them (omitted: every \
 category); k defaults to 8 and limit to 20, at most 1000; scope is required unless \
 cross_spine=true, which spans every scope you can read; results are compact (summary \
-instead of content, no citations) unless full=true; page with next_cursor; batch tools \
-answer one outcome per id, in order. Archived, superseded, expired and scheduled records \
+instead of content, no citations) unless full=true; max_chars caps the characters of the \
+records returned (truncated_by_budget says it cut them; next_cursor resumes); page with \
+next_cursor; batch tools answer one outcome per id, in order. Archived, superseded, expired and scheduled records \
 leave recall (counted in recall_gate_hidden) but get_memory fetches any state.";
 
 impl SpineMcp {

@@ -214,6 +214,10 @@ macro_rules! filter_args {
             #[serde(default = "default_false")]
             #[schemars(description = "")]
             pub cross_spine: bool,
+            /// Most characters of records in the result; 0 or omitted: no budget.
+            #[schemars(description = "")]
+            #[serde(default)]
+            pub max_chars: Option<u64>,
         }
     };
 }
@@ -386,6 +390,10 @@ pub struct RelatedMemoriesArgs {
     #[serde(default = "default_false")]
     #[schemars(description = "")]
     pub full: bool,
+    /// Most characters of records in the result; 0 or omitted: no budget.
+    #[schemars(description = "")]
+    #[serde(default)]
+    pub max_chars: Option<u64>,
 }
 
 #[cfg(test)]
@@ -571,6 +579,10 @@ pub struct SearchDiscoveryArgs {
     #[serde(default = "default_false")]
     #[schemars(description = "")]
     pub cross_spine: bool,
+    /// Most characters of records in the result; 0 or omitted: no budget.
+    #[schemars(description = "")]
+    #[serde(default)]
+    pub max_chars: Option<u64>,
 }
 
 /// Arguments of store_rule. Call only after the user has approved the rule. `category`
@@ -609,4 +621,8 @@ pub struct ListRulesArgs {
     #[serde(default = "default_false")]
     #[schemars(description = "")]
     pub full: bool,
+    /// Most characters of records in the result; 0 or omitted: no budget.
+    #[schemars(description = "")]
+    #[serde(default)]
+    pub max_chars: Option<u64>,
 }

@@ -176,7 +176,8 @@ impl Service {
             true => vec![],
             false => {
                 let names = scopes.rules.iter().map(|s| s.as_str().to_owned()).collect();
-                let args = ListRulesArgs { scopes: Some(names), tags: None, full: false };
+                let args =
+                    ListRulesArgs { scopes: Some(names), tags: None, full: false, max_chars: None };
                 self.list_rules(caller, args)?.rules
             }
         };
@@ -193,6 +194,7 @@ impl Service {
                 created_before: None,
                 full: false,
                 cross_spine: false,
+                max_chars: None,
             };
             memories.extend(self.list_memory(caller, args)?.memories);
         }
@@ -287,6 +289,7 @@ impl Service {
                 created_before: None,
                 full: false,
                 cross_spine: false,
+                max_chars: None,
             };
             let found = self.search_memory(caller, args)?.memories;
             hits.extend(found.into_iter().filter(|m| m.score.is_some_and(|s| s >= min_score)));

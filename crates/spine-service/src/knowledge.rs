@@ -227,6 +227,7 @@ impl Service {
         })?;
         let kind = a.kind;
         let k = resolve_page("k", a.k, DEFAULT_K)?;
+        let budget = crate::budget::resolve(a.max_chars)?;
         let mut filter = Filter::new(scope);
         filter.categories_any = vec![Category::Discovery.as_str().to_owned()];
         filter.kind = kind.map(|k| k.as_str().to_owned());
@@ -275,12 +276,15 @@ impl Service {
         } else {
             Coverage::default()
         };
-        Ok(DiscoveryResult { discoveries, coverage })
+        let mut discoveries = discoveries;
+        let truncated_by_budget = crate::budget::cut(&mut discoveries, budget);
+        Ok(DiscoveryResult { discoveries, coverage, truncated_by_budget })
     }
 
     /// list_rules: recall-visible rules oldest first, compact unless `full`, with the volume
     /// advisory (SPEC list_rules).
     pub fn list_rules(&self, caller: &Caller, a: ListRulesArgs) -> Result<RulesResult, Error> {
+        let budget = crate::budget::resolve(a.max_chars)?;
         let mut scopes: Vec<Scope> = Vec::new();
         for (i, s) in a.scopes.unwrap_or_default().iter().enumerate() {
             let scope = parse_scope_of(&format!("scopes[{i}]"), s, ScopeKind::Rule)?;
@@ -350,7 +354,7 @@ impl Service {
                 rules.extend(page);
             }
         }
-        let rules = rules
+        let mut rules: Vec<RuleEntry> = rules
             .into_iter()
             .map(|m| {
                 if a.full {
@@ -360,7 +364,9 @@ impl Service {
                 }
             })
             .collect();
-        Ok(RulesResult { rules, advisory: rules_advisory(&counts), truncated, coverage })
+        let truncated_by_budget = crate::budget::cut(&mut rules, budget);
+        let advisory = rules_advisory(&counts);
+        Ok(RulesResult { rules, advisory, truncated, coverage, truncated_by_budget })
     }
 }
 

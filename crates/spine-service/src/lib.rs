@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 pub mod args;
+pub mod budget;
 pub mod digest;
 mod knowledge;
 mod lifecycle;

@@ -14,7 +14,7 @@ use crate::args::{ListMemoryArgs, ListScheduledArgs, ListTagsArgs, SearchMemoryA
 use crate::views::{
     Coverage, GateHidden, ListResult, MemoryView, SearchResult, TagCountView, TagsResult,
 };
-use crate::{SCOPE_CEILING, Service, rank, store_error};
+use crate::{SCOPE_CEILING, Service, budget, rank, store_error};
 
 /// What [`Service::retrieve`] found.
 pub(crate) struct Retrieved {
@@ -167,6 +167,7 @@ impl Service {
         check_query(&a.query)?;
         let scope = scope_filter(a.scope.as_deref(), a.cross_spine)?;
         let k = resolve_page("k", a.k, DEFAULT_K)?;
+        let budget = budget::resolve(a.max_chars)?;
         let mut filter = Filter::new(scope);
         filter.tags_all = a.tags.unwrap_or_default();
         check_filter_tags(&filter.tags_all)?;
@@ -212,7 +213,7 @@ impl Service {
             .collect();
         // SPEC search rule 5: the reranker reorders the k hits of the default order.
         let ranked = self.apply_reranker(&a.query, ranked, |(_, _, m)| &m.content);
-        let memories = ranked
+        let mut memories: Vec<MemoryView> = ranked
             .into_iter()
             .map(|((_, dense, m), relevance)| {
                 let mut v = MemoryView::new(m, vec![], a.full);
@@ -221,9 +222,15 @@ impl Service {
                 v
             })
             .collect();
+        let truncated_by_budget = budget::cut(&mut memories, budget);
         let coverage =
             if a.cross_spine { self.coverage(&access, &filter) } else { Coverage::default() };
-        Ok(SearchResult { memories, coverage, recall_gate_hidden: Some(hidden) })
+        Ok(SearchResult {
+            memories,
+            coverage,
+            recall_gate_hidden: Some(hidden),
+            truncated_by_budget,
+        })
     }
 
     /// list_memory: most recent first, without discoveries (SPEC Discovery records).
@@ -240,6 +247,7 @@ impl Service {
         }
         let cursor = cursor.map(decode_cursor).transpose()?;
         let offset = usize::try_from(a.offset.unwrap_or(0)).unwrap_or(usize::MAX);
+        let budget = budget::resolve(a.max_chars)?;
         let mut filter = Filter::new(scope);
         filter.tags_all = a.tags.unwrap_or_default();
         check_filter_tags(&filter.tags_all)?;
@@ -254,7 +262,15 @@ impl Service {
             .store
             .list(&access, &filter, Gate::ActiveAt(now), cursor, offset, limit + 1)
             .map_err(store_error)?;
-        let next_cursor = split_page(&mut rows, limit);
+        let mut next_cursor = split_page(&mut rows, limit);
+        let mut memories: Vec<MemoryView> =
+            rows.iter().map(|m| MemoryView::new(m.clone(), vec![], a.full)).collect();
+        let truncated_by_budget = budget::cut(&mut memories, budget);
+        if truncated_by_budget.is_some() {
+            // The next page starts at the first record the budget left out.
+            let last = &rows[memories.len() - 1];
+            next_cursor = encode_cursor(Cursor { created_at: last.created_at, id: last.id });
+        }
         // SPEC list_memory: recall_gate_hidden covers the same page window, ungated.
         let mut hidden = GateHidden::default();
         for m in self
@@ -264,7 +280,6 @@ impl Service {
         {
             hidden.count(&spine_core::derive_states(&m, now));
         }
-        let memories = rows.into_iter().map(|m| MemoryView::new(m, vec![], a.full)).collect();
         let coverage =
             if a.cross_spine { self.coverage(&access, &filter) } else { Coverage::default() };
         // SPEC list_memory: on a cross-spine list an explicit limit makes the total an exact
@@ -275,7 +290,14 @@ impl Service {
         } else {
             None
         };
-        Ok(ListResult { memories, next_cursor, total, coverage, recall_gate_hidden: Some(hidden) })
+        Ok(ListResult {
+            memories,
+            next_cursor,
+            total,
+            coverage,
+            recall_gate_hidden: Some(hidden),
+            truncated_by_budget,
+        })
     }
 
     /// list_scheduled: the caller's own windowed records the gate is hiding.
@@ -316,7 +338,14 @@ impl Service {
         } else {
             Coverage::default()
         };
-        Ok(ListResult { memories, next_cursor, total: None, coverage, recall_gate_hidden: None })
+        Ok(ListResult {
+            memories,
+            next_cursor,
+            total: None,
+            coverage,
+            recall_gate_hidden: None,
+            truncated_by_budget: None,
+        })
     }
 
     /// list_tags: tag counts over recall-visible readable records.

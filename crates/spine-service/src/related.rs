@@ -125,6 +125,7 @@ impl Service {
         a: RelatedMemoriesArgs,
     ) -> Result<RelatedResult, Error> {
         let k = resolve_page("k", a.k, DEFAULT_K)?;
+        let budget = crate::budget::resolve(a.max_chars)?;
         let access = Access::read(caller);
         let anchor = self.find(&access, &a.id)?;
         let now = self.clock.now();
@@ -137,11 +138,12 @@ impl Service {
         self.vector_edges(&access, &anchor, k, now, &mut out)?;
 
         let states = spine_core::derive_states(&anchor, now);
-        Ok(RelatedResult {
-            anchor: MemoryView::new(anchor, states, a.full),
-            related: out.into_sorted(),
-            truncated,
-        })
+        let anchor = MemoryView::new(anchor, states, a.full);
+        // The anchor is always returned; the budget counts it first.
+        let budget = budget.map(|b| b.saturating_sub(crate::budget::chars(&anchor)));
+        let mut related = out.into_sorted();
+        let truncated_by_budget = crate::budget::cut(&mut related, budget);
+        Ok(RelatedResult { anchor, related, truncated, truncated_by_budget })
     }
 
     /// `id` when the caller can read it; ids stored in links are not access-checked yet.

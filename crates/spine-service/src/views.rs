@@ -354,6 +354,9 @@ pub struct SearchResult {
     /// What the recall gate hid among the k nearest.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recall_gate_hidden: Option<GateHidden>,
+    /// true when `max_chars` left records out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated_by_budget: Option<bool>,
 }
 
 /// Result of list_memory and list_scheduled.
@@ -373,6 +376,9 @@ pub struct ListResult {
     /// What the recall gate hid on this page (list_memory).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recall_gate_hidden: Option<GateHidden>,
+    /// true when `max_chars` left records out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated_by_budget: Option<bool>,
 }
 
 /// One tag and how many recall-visible records carry it.
@@ -404,6 +410,9 @@ pub struct RelatedResult {
     /// true when a supersession, citation or tag cap left connected records out. The vector
     /// neighbours are always capped at `k` and never set it.
     pub truncated: bool,
+    /// true when `max_chars` left records out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated_by_budget: Option<bool>,
 }
 
 /// A record related to the anchor, and how.
@@ -551,6 +560,9 @@ pub struct DiscoveryResult {
     /// Cross-spine coverage: discovery scopes only.
     #[serde(flatten)]
     pub coverage: Coverage,
+    /// true when `max_chars` left records out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated_by_budget: Option<bool>,
 }
 
 /// The compact view of a rule (SPEC "Rule records": `ruleView`); no content.
@@ -610,4 +622,7 @@ pub struct RulesResult {
     /// Without `scopes`: the rule scopes the read spanned.
     #[serde(flatten)]
     pub coverage: Coverage,
+    /// true when `max_chars` left records out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub truncated_by_budget: Option<bool>,
 }
