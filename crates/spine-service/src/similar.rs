@@ -76,6 +76,39 @@ impl Service {
     }
 }
 
+impl Service {
+    /// The contents of `caller`'s own records in `scope` that carry `tag`, in any state
+    /// (archived and superseded included): what an importer checks so that running it again
+    /// stores nothing twice, even what was archived since.
+    pub fn own_contents_tagged(
+        &self,
+        caller: &Caller,
+        scope: &spine_core::Scope,
+        tag: &str,
+    ) -> Result<std::collections::HashSet<String>, Error> {
+        use spine_store::{Cursor, Gate};
+        let access = Access::owned(caller);
+        let mut filter = Filter::new(ScopeFilter::One(scope.clone()));
+        filter.tags_all = vec![tag.to_owned()];
+        let mut out = std::collections::HashSet::new();
+        let mut cursor: Option<Cursor> = None;
+        loop {
+            let page = self
+                .store
+                .list(&access, &filter, Gate::Off, cursor, 0, 500)
+                .map_err(crate::store_error)?;
+            let Some(last) = page.last() else { break };
+            cursor = Some(Cursor { created_at: last.created_at, id: last.id });
+            let full = page.len() < 500;
+            out.extend(page.into_iter().map(|m| m.content));
+            if full {
+                break;
+            }
+        }
+        Ok(out)
+    }
+}
+
 /// `text` on one line, at most [`SHOWN_CHARS`] characters.
 fn shown(text: &str) -> String {
     let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");

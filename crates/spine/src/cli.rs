@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand};
 
-use crate::{embedder, hook, install, ops, settings};
+use crate::{embedder, hook, install, notes, ops, settings};
 
 /// Spine: a memory service for software agents, over MCP.
 #[derive(Debug, Parser)]
@@ -135,4 +135,10 @@ pub enum Command {
     Install(install::InstallArgs),
     /// Remove what `spine install` added to a client's configuration.
     Uninstall(install::InstallArgs),
+    /// Import CLAUDE.md, AGENTS.md and Claude Code's memory files as memories.
+    ///
+    /// One record per bullet or paragraph, with its heading, into the repository's scope;
+    /// tagged with the file it came from; a second run imports nothing twice. --dry-run
+    /// shows what would be stored.
+    ImportNotes(notes::ImportNotesArgs),
 }

@@ -8,6 +8,7 @@ mod cli;
 mod embedder;
 mod hook;
 mod install;
+mod notes;
 mod ops;
 mod settings;
 
@@ -157,6 +158,7 @@ async fn main() -> Result<()> {
         Command::Hook(_) => unreachable!("handled above"),
         Command::Install(args) => install::run(&args, true, common.data_dir.as_deref()),
         Command::Uninstall(args) => install::run(&args, false, common.data_dir.as_deref()),
+        Command::ImportNotes(args) => import_notes(common, args).await,
     }
 }
 
@@ -326,4 +328,15 @@ async fn hook(common: Common, args: hook::HookArgs) {
             eprintln!("spine hook {}: nothing added: {what}", hook::event_name(event));
         }
     }
+}
+
+/// `spine import-notes`: stores through the service, as the caller SPINE_TOKEN names (OIDC)
+/// or anonymously.
+async fn import_notes(common: Common, args: notes::ImportNotesArgs) -> Result<()> {
+    let caller = match token_caller(&common, "import-notes").await? {
+        Some((_, _, caller)) => caller,
+        None => spine_core::Caller::anonymous(),
+    };
+    let service = build_service(&common)?;
+    blocking("import-notes", move || notes::run(&service, &caller, &args)).await
 }

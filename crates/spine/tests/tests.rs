@@ -7,6 +7,7 @@ mod common;
 mod e2e;
 mod hook;
 mod install;
+mod notes;
 mod reindex;
 mod review;
 mod summarize;
