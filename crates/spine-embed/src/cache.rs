@@ -96,24 +96,43 @@ impl<E: Embedder> Embedder for CachedEmbedder<E> {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.inner.embed(texts)
+        timed("content", texts.len(), || self.inner.embed(texts))
     }
 
     fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
         let Some(cache) = &self.cache else {
-            return self.inner.embed_query(query);
+            return timed("query", 1, || self.inner.embed_query(query));
         };
         if let Some(v) = Self::lock(cache).get(query) {
             self.hits.fetch_add(1, Ordering::Relaxed);
+            metrics::counter!("spine_query_cache_total", "result" => "hit").increment(1);
             return Ok(v.clone());
         }
         self.misses.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("spine_query_cache_total", "result" => "miss").increment(1);
         // The lock is not held while embedding: two threads missing on the same text both
         // compute it, which is cheaper than serialising every query behind one model call.
-        let v = self.inner.embed_query(query)?;
+        let v = timed("query", 1, || self.inner.embed_query(query))?;
         Self::lock(cache).put(query.to_owned(), v.clone());
         Ok(v)
     }
+}
+
+/// Runs one embedding call, recording its duration and the texts it embedded (`kind`:
+/// `query` or `content`) for `/metrics`.
+fn timed<T>(
+    kind: &'static str,
+    texts: usize,
+    f: impl FnOnce() -> Result<T, EmbedError>,
+) -> Result<T, EmbedError> {
+    let started = std::time::Instant::now();
+    let out = f();
+    metrics::histogram!("spine_embed_duration_seconds", "kind" => kind)
+        .record(started.elapsed().as_secs_f64());
+    if out.is_ok() {
+        metrics::counter!("spine_embedded_texts_total", "kind" => kind).increment(texts as u64);
+    }
+    out
 }
 
 #[cfg(test)]

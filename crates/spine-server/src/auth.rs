@@ -113,6 +113,28 @@ pub enum AuthError {
     Config(String),
 }
 
+impl AuthError {
+    /// A short, stable name of the failure for metrics (`expired`, `unknown_key`, …); never
+    /// anything from the token itself.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            AuthError::Missing => "missing_token",
+            AuthError::Malformed => "malformed",
+            AuthError::UnsupportedAlgorithm => "unsupported_algorithm",
+            AuthError::AlgorithmMismatch => "algorithm_mismatch",
+            AuthError::UnknownKey => "unknown_key",
+            AuthError::BadSignature => "bad_signature",
+            AuthError::Expired => "expired",
+            AuthError::NotYetValid => "not_yet_valid",
+            AuthError::WrongIssuer => "wrong_issuer",
+            AuthError::WrongAudience => "wrong_audience",
+            AuthError::MissingClaim(_) => "missing_claim",
+            AuthError::Discovery(_) => "discovery",
+            AuthError::Config(_) => "config",
+        }
+    }
+}
+
 /// Extracts the token from an `Authorization` header value (`Bearer <token>`, scheme
 /// case-insensitive, RFC 6750 §2.1).
 pub fn parse_bearer(authorization: Option<&str>) -> Result<&str, AuthError> {

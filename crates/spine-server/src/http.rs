@@ -163,6 +163,7 @@ async fn require_bearer(
         scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
     });
     let Some(token) = token.filter(|t| !t.is_empty()) else {
+        crate::metrics::auth_failure("missing_token");
         return unauthorized(req.headers(), None);
     };
     match verifier.verify(token).await {
@@ -172,6 +173,7 @@ async fn require_bearer(
         }
         Err(e) => {
             tracing::info!(error = %e, "bearer token rejected");
+            crate::metrics::auth_failure(e.reason());
             unauthorized(req.headers(), Some(e.to_string()))
         }
     }
@@ -218,6 +220,7 @@ async fn cap_sessions(State(cap): State<SessionCap>, req: Request, next: Next) -
         return next.run(req).await;
     }
     let open = cap.sessions.sessions.read().await.len();
+    crate::metrics::sessions(open);
     if open < cap.max {
         cap.high_water.fetch_max(open + 1, Ordering::Relaxed);
         return next.run(req).await;
@@ -267,6 +270,7 @@ async fn reclaim_closed_sessions(cap: SessionCap, every: Duration) {
     loop {
         ticks.tick().await;
         let open = cap.sessions.sessions.read().await.len();
+        crate::metrics::sessions(open);
         let high_water = cap.high_water.fetch_max(open, Ordering::Relaxed).max(open);
         let closed = high_water - open;
         // A few closed sessions are not worth a trim; stateless requests also raise the mark

@@ -13,6 +13,7 @@
 
 pub mod auth;
 mod http;
+pub mod metrics;
 mod prompts;
 pub mod schema;
 mod tools;

@@ -114,6 +114,7 @@ impl SpineMcp {
     /// Parses `args` as `A`, runs `op` on a blocking thread, renders the outcome.
     async fn run<A, R>(
         &self,
+        tool: &'static str,
         args: JsonObject,
         ext: &Extensions,
         op: fn(&Service, &Caller, A) -> Result<R, Error>,
@@ -122,10 +123,31 @@ impl SpineMcp {
         A: DeserializeOwned + JsonSchema + Send + 'static,
         R: Serialize + Send + 'static,
     {
-        let caller = match self.caller(ext).await {
-            Ok(caller) => caller,
-            Err(e) => return error_result(&e),
+        let started = std::time::Instant::now();
+        let result = self.run_op(args, ext, op).await;
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(e) => e.code.as_str(),
         };
+        crate::metrics::call("mcp", tool, outcome, started.elapsed());
+        match result {
+            Ok(value) => CallToolResult::structured(value),
+            Err(e) => error_result(&e),
+        }
+    }
+
+    /// The caller, the parsed arguments and the operation, rendered as JSON.
+    async fn run_op<A, R>(
+        &self,
+        args: JsonObject,
+        ext: &Extensions,
+        op: fn(&Service, &Caller, A) -> Result<R, Error>,
+    ) -> Result<serde_json::Value, Error>
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: Serialize + Send + 'static,
+    {
+        let caller = self.caller(ext).await?;
         let service = self.service.clone();
         let outcome = tokio::task::spawn_blocking(move || {
             let a = parse_args::<A>(args)?;
@@ -139,18 +161,16 @@ impl SpineMcp {
                 Err(Error::internal("the operation failed unexpectedly"))
             }
         };
-        match result.and_then(|r| {
+        let value = result.and_then(|r| {
             serde_json::to_value(r)
                 .map_err(|e| Error::internal(format!("cannot encode result: {e}")))
-        }) {
-            Ok(value) => CallToolResult::structured(value),
-            Err(e) => {
-                if e.code == spine_core::ErrorCode::Internal {
-                    tracing::error!(error = %e, "tool failed");
-                }
-                error_result(&e)
-            }
+        });
+        if let Err(e) = &value
+            && e.code == spine_core::ErrorCode::Internal
+        {
+            tracing::error!(error = %e, "tool failed");
         }
+        value
     }
 }
 
@@ -168,7 +188,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::store_memory).await
+        self.run("store_memory", args, &ext, Service::store_memory).await
     }
 
     #[tool(
@@ -183,7 +203,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::schedule_memory).await
+        self.run("schedule_memory", args, &ext, Service::schedule_memory).await
     }
 
     #[tool(
@@ -198,7 +218,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::search_memory).await
+        self.run("search_memory", args, &ext, Service::search_memory).await
     }
 
     #[tool(
@@ -213,7 +233,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::list_memory).await
+        self.run("list_memory", args, &ext, Service::list_memory).await
     }
 
     #[tool(
@@ -228,7 +248,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::list_scheduled).await
+        self.run("list_scheduled", args, &ext, Service::list_scheduled).await
     }
 
     #[tool(
@@ -243,7 +263,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::get_memory).await
+        self.run("get_memory", args, &ext, Service::get_memory).await
     }
 
     #[tool(
@@ -258,7 +278,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::update_memory).await
+        self.run("update_memory", args, &ext, Service::update_memory).await
     }
 
     #[tool(
@@ -273,7 +293,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::delete_memory).await
+        self.run("delete_memory", args, &ext, Service::delete_memory).await
     }
 
     #[tool(
@@ -288,7 +308,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::delete_all).await
+        self.run("delete_all", args, &ext, Service::delete_all).await
     }
 
     #[tool(
@@ -303,7 +323,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::set_visibility).await
+        self.run("set_visibility", args, &ext, Service::set_visibility).await
     }
 
     #[tool(
@@ -318,7 +338,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::list_tags).await
+        self.run("list_tags", args, &ext, Service::list_tags).await
     }
 
     #[tool(
@@ -333,7 +353,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::supersede_memory).await
+        self.run("supersede_memory", args, &ext, Service::supersede_memory).await
     }
 
     #[tool(
@@ -348,7 +368,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::archive_memory).await
+        self.run("archive_memory", args, &ext, Service::archive_memory).await
     }
 
     #[tool(
@@ -363,7 +383,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::restore_memory).await
+        self.run("restore_memory", args, &ext, Service::restore_memory).await
     }
 
     #[tool(
@@ -378,7 +398,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::related_memories).await
+        self.run("related_memories", args, &ext, Service::related_memories).await
     }
 
     #[tool(
@@ -393,7 +413,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::store_discovery).await
+        self.run("store_discovery", args, &ext, Service::store_discovery).await
     }
 
     #[tool(
@@ -408,7 +428,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::search_discovery).await
+        self.run("search_discovery", args, &ext, Service::search_discovery).await
     }
 
     #[tool(
@@ -423,7 +443,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::store_rule).await
+        self.run("store_rule", args, &ext, Service::store_rule).await
     }
 
     #[tool(
@@ -438,7 +458,7 @@ impl SpineMcp {
         Parameters(args): Parameters<JsonObject>,
         ext: Extensions,
     ) -> CallToolResult {
-        self.run(args, &ext, Service::list_rules).await
+        self.run("list_rules", args, &ext, Service::list_rules).await
     }
 }
 

@@ -57,6 +57,9 @@ pub enum Command {
         /// Address to listen on.
         #[arg(long, env = "SPINE_LISTEN", default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
+        /// Serve /metrics on this address instead of beside /mcp (e.g. 127.0.0.1:9090).
+        #[arg(long, env = "SPINE_METRICS_LISTEN")]
+        metrics_listen: Option<SocketAddr>,
         /// Extra Host header values to accept besides loopback (comma-separated), for
         /// deployments behind a name; DNS-rebinding protection rejects others.
         #[arg(long = "allowed-host", env = "SPINE_ALLOWED_HOSTS", value_delimiter = ',')]

@@ -8,6 +8,7 @@ mod cli;
 mod embedder;
 mod hook;
 mod install;
+mod metrics;
 mod notes;
 mod ops;
 mod settings;
@@ -51,6 +52,13 @@ fn operator_store(common: &Common, command: &str, existing: bool) -> Result<Sqli
 
 /// Opens the store and starts the model loading; fails with an actionable message.
 fn build_service(common: &Common) -> Result<Service> {
+    build_service_and_store(common).map(|(service, _)| service)
+}
+
+/// [`build_service`], and the store for the operator-level reads of `/metrics`.
+fn build_service_and_store(
+    common: &Common,
+) -> Result<(Service, Arc<dyn spine_ops::OperatorStore>)> {
     if let Some(url) = &common.database_url {
         bail!(
             "--database-url ({}) is not supported by this version of spine yet; \
@@ -75,6 +83,7 @@ fn build_service(common: &Common) -> Result<Service> {
             tracing::warn!(error = %e, "loading the search index failed; the first search retries");
         }
     })?;
+    let operator: Arc<dyn spine_ops::OperatorStore> = store.clone();
     let mut service = Service::new(store, embedder, Arc::new(SystemClock), limits)
         .with_similar_threshold(common.limits.similar_threshold.0);
     if let Some(config) = rerank {
@@ -82,7 +91,7 @@ fn build_service(common: &Common) -> Result<Service> {
         let reranker = HttpReranker::new(config).context("setting up the reranker")?;
         service = service.with_reranker(Arc::new(reranker));
     }
-    Ok(service)
+    Ok((service, operator))
 }
 
 /// The token verifier when OIDC is configured.
@@ -125,6 +134,7 @@ async fn main() -> Result<()> {
         Command::Mcp => mcp(&common).await,
         Command::Serve {
             listen,
+            metrics_listen,
             allowed_hosts,
             allowed_origins,
             session_idle_timeout,
@@ -140,7 +150,7 @@ async fn main() -> Result<()> {
                 session_idle_timeout,
                 max_sessions,
             };
-            serve(&common, listen, options).await
+            serve(&common, listen, metrics_listen, options).await
         }
         Command::Reindex { batch } => reindex(common, batch).await,
         Command::SummarizeMissing(args) => summarize_missing(&common, args).await,
@@ -222,11 +232,27 @@ async fn mcp(common: &Common) -> Result<()> {
 async fn serve(
     common: &Common,
     listen: SocketAddr,
+    metrics_listen: Option<SocketAddr>,
     options: impl FnOnce(Option<Verifier>) -> HttpOptions,
 ) -> Result<()> {
     let options = options(verifier(common).await?);
-    let service = build_service(common)?;
-    let app = http_router(service, options);
+    let (service, store) = build_service_and_store(common)?;
+    let metrics = metrics::router(store)?;
+    let mut app = http_router(service, options);
+    match metrics_listen {
+        None => app = app.merge(metrics),
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding {addr} (--metrics-listen)"))?;
+            tracing::info!("metrics on http://{}/metrics", listener.local_addr().unwrap_or(addr));
+            tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, metrics).await {
+                    tracing::error!(error = %e, "serving /metrics failed");
+                }
+            });
+        }
+    }
     let listener =
         tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     tracing::info!("spine listening on http://{}/mcp", listener.local_addr().unwrap_or(listen));

@@ -110,6 +110,16 @@ async fn http_requires_a_valid_bearer_token_and_points_at_the_issuer() {
     assert_eq!(got["owner"], "alice@example.com");
     assert_eq!(got["actor"], "alice@example.com");
     client.cancel().await.unwrap();
+
+    // /metrics counts the refusals by reason, and says nothing of the tokens.
+    let text = reqwest::get(format!("http://{addr}/metrics")).await.unwrap().text().await.unwrap();
+    for (reason, n) in
+        [("missing_token", 2), ("expired", 1), ("malformed", 1), ("wrong_audience", 1)]
+    {
+        let series = format!("spine_auth_failures_total{{reason=\"{reason}\"}} {n}");
+        assert!(text.lines().any(|l| l == series), "{series} in {text}");
+    }
+    assert!(!text.contains("alice"), "no owner in the metrics");
     server.child.kill().await.unwrap();
 }
 

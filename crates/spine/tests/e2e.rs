@@ -726,3 +726,64 @@ async fn tools_list_stays_small() {
     assert!(whole <= 50_000, "the whole tools/list: {whole} characters");
     client.cancel().await.unwrap();
 }
+
+/// The value of the sample `name{labels}` in a Prometheus text exposition, if present.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+}
+
+/// GET /metrics: calls by tool and outcome, latency histograms, embeddings, the index and
+/// records by state — and never a record's content or scope. With --metrics-listen it moves
+/// to its own address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_calls_without_exposing_records() {
+    let mut server = start_http().await;
+    let transport = StreamableHttpClientTransport::from_uri(format!("http://{}/mcp", server.addr));
+    let client = ().serve(transport).await.unwrap();
+    let secret = "The staging password rotation happens on Fridays.";
+    let scope = "acme:project:metricsscope";
+    ok(call(
+        &client,
+        "store_memory",
+        json!({"content": secret, "scope": scope, "source": "user-said", "category": "gotcha"}),
+    )
+    .await);
+    ok(call(&client, "search_memory", json!({"query": "password rotation", "scope": scope})).await);
+    err(call(&client, "get_memory", json!({"id": "not an id"})).await);
+    let text = reqwest::get(format!("http://{}/metrics", server.addr))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let ok_store = r#"spine_calls_total{lane="mcp",tool="store_memory",outcome="ok"}"#;
+    assert_eq!(sample(&text, ok_store), Some(1.0), "{text}");
+    let bad_get = r#"spine_calls_total{lane="mcp",tool="get_memory",outcome="invalid_argument"}"#;
+    assert_eq!(sample(&text, bad_get), Some(1.0), "{text}");
+    assert!(
+        text.contains(r#"spine_call_duration_seconds_bucket{lane="mcp",tool="search_memory",le="#),
+        "{text}"
+    );
+    assert_eq!(sample(&text, r#"spine_embedded_texts_total{kind="content"}"#), Some(1.0), "{text}");
+    assert_eq!(sample(&text, r#"spine_query_cache_total{result="miss"}"#), Some(1.0), "{text}");
+    assert_eq!(sample(&text, r#"spine_records{state="active"}"#), Some(1.0), "{text}");
+    assert!(!text.contains("password") && !text.contains(scope), "no record content or scope");
+    client.cancel().await.unwrap();
+    server.child.kill().await.unwrap();
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let metrics_addr = format!("127.0.0.1:{port}");
+    let mut server = start_http_with(&["--metrics-listen", &metrics_addr]).await;
+    let main = reqwest::get(format!("http://{}/metrics", server.addr)).await.unwrap();
+    assert_eq!(main.status(), 404, "not beside /mcp any more");
+    let mut text = String::new();
+    for _ in 0..100 {
+        if let Ok(r) = reqwest::get(format!("http://{metrics_addr}/metrics")).await {
+            text = r.text().await.unwrap();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(text.contains("spine_records"), "{text}");
+    server.child.kill().await.unwrap();
+}

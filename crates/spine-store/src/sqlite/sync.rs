@@ -41,6 +41,7 @@ pub(super) fn sync_index(tx: &Transaction<'_>, index: &mut Index) -> Result<()> 
                     }
                 }
                 index.synced = Some(last);
+                metrics::gauge!("spine_index_records").set(index.len() as f64);
                 return Ok(());
             }
         }
@@ -104,6 +105,8 @@ pub(super) fn sync_index(tx: &Transaction<'_>, index: &mut Index) -> Result<()> 
         ms = started.elapsed().as_millis() as u64,
         "search index loaded"
     );
+    metrics::gauge!("spine_index_load_seconds").set(started.elapsed().as_secs_f64());
+    metrics::gauge!("spine_index_records").set(fresh.len() as f64);
     *index = fresh;
     Ok(())
 }
