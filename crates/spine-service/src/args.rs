@@ -181,7 +181,7 @@ record_args! {
 macro_rules! filter_args {
     ($(#[$meta:meta])* $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
         $(#[$meta])*
-        #[derive(Debug, Clone, Deserialize, JsonSchema)]
+        #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
         pub struct $name {
             $($(#[$fmeta])* pub $field: $ty,)*
             /// Required unless cross_spine.

@@ -185,16 +185,8 @@ impl Service {
         for scope in &scopes.memory {
             let args = ListMemoryArgs {
                 limit: Some(RECENT_PER_SCOPE),
-                cursor: None,
-                offset: None,
                 scope: Some(scope.as_str().to_owned()),
-                tags: None,
-                categories: None,
-                created_after: None,
-                created_before: None,
-                full: false,
-                cross_spine: false,
-                max_chars: None,
+                ..ListMemoryArgs::default()
             };
             memories.extend(self.list_memory(caller, args)?.memories);
         }
@@ -283,13 +275,7 @@ impl Service {
                 query: query.clone(),
                 k: Some(PROMPT_MEMORIES as u64),
                 scope: Some(scope.as_str().to_owned()),
-                tags: None,
-                categories: None,
-                created_after: None,
-                created_before: None,
-                full: false,
-                cross_spine: false,
-                max_chars: None,
+                ..SearchMemoryArgs::default()
             };
             let found = self.search_memory(caller, args)?.memories;
             hits.extend(found.into_iter().filter(|m| m.score.is_some_and(|s| s >= min_score)));

@@ -34,12 +34,7 @@ async fn hook(data: &Path, args: &[&str], input: &str) -> Run {
         .await
         .expect("the hook finished in time")
         .unwrap();
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        ok: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
+    let run = Run::of(out);
     assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
     assert_eq!(run.code, 0, "a hook never fails the session: {}", run.stderr);
     run

@@ -18,12 +18,7 @@ fn run(home: &Path, cwd: &Path, args: &[&str]) -> Run {
         .env("RUST_BACKTRACE", "0")
         .output()
         .expect("spine ran");
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        ok: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
+    let run = Run::of(out);
     assert!(run.ok, "spine {args:?} failed: {}{}", run.stdout, run.stderr);
     run
 }

@@ -30,12 +30,7 @@ fn import(home: &Path, data: &Path, args: &[&str]) -> Run {
         .env("SPINE_LOG", "warn")
         .output()
         .unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        ok: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::of(out)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -155,6 +155,16 @@ pub struct Run {
 }
 
 impl Run {
+    /// What a finished process printed, and how it exited.
+    pub fn of(out: std::process::Output) -> Run {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
     /// stdout as the one JSON document `--json` prints.
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
@@ -183,12 +193,7 @@ pub async fn spine(data: &std::path::Path, args: &[&str]) -> Run {
         .await
         .expect("spine finished in time")
         .expect("spine ran");
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        ok: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
+    let run = Run::of(out);
     assert!(!run.stderr.contains("panicked"), "spine panicked: {}", run.stderr);
     run
 }
