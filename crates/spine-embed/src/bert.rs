@@ -119,7 +119,7 @@ impl Bert {
             vb
         };
         let h = c.hidden_size;
-        if c.num_attention_heads == 0 || h % c.num_attention_heads != 0 {
+        if c.num_attention_heads == 0 || !h.is_multiple_of(c.num_attention_heads) {
             candle_core::bail!("hidden_size {h} is not a multiple of num_attention_heads");
         }
         let emb = vb.pp("embeddings");

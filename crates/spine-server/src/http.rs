@@ -87,10 +87,13 @@ pub fn http_router(service: Service, options: HttpOptions) -> Router {
     let mut config = StreamableHttpServerConfig::default();
     let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|s| s.to_string()).collect();
     hosts.extend(options.allowed_hosts);
-    config = config.with_allowed_hosts(hosts);
+    config = config.with_allowed_hosts(hosts.clone());
     let mut origins: Vec<String> = LOOPBACK_ORIGINS.iter().map(|s| s.to_string()).collect();
     origins.extend(options.allowed_origins);
-    config = config.with_allowed_origins(origins).enforce_origin_validation();
+    config = config.with_allowed_origins(origins.clone()).enforce_origin_validation();
+    let guard = crate::connect::Guard { hosts: Arc::new(hosts), origins: Arc::new(origins) };
+    let authenticated = options.verifier.is_some();
+    let connect_service = service.clone();
 
     let identity =
         if options.verifier.is_some() { Identity::PerRequest } else { Identity::Anonymous };
@@ -112,7 +115,15 @@ pub fn http_router(service: Service, options: HttpOptions) -> Router {
         config,
     );
     let mcp = Router::new().nest_service("/mcp", mcp).layer(from_fn_with_state(cap, cap_sessions));
-    let router = Router::new().route("/healthz", get(|| async { "ok\n" }));
+    let connect = Router::new().fallback_service(
+        crate::connect::router(connect_service, authenticated).into_axum_service(),
+    );
+    let connect = match &options.verifier {
+        None => connect,
+        Some(v) => connect.layer(from_fn_with_state(v.clone(), require_bearer)),
+    };
+    let connect = connect.layer(from_fn_with_state(guard, crate::connect::guard));
+    let router = Router::new().route("/healthz", get(|| async { "ok\n" })).merge(connect);
     match options.verifier {
         None => router.merge(mcp),
         Some(verifier) => {

@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 pub mod auth;
+pub mod connect;
 mod http;
 pub mod metrics;
 mod prompts;

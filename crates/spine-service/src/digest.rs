@@ -164,6 +164,31 @@ impl Service {
         Ok(scopes.iter().filter_map(|s| Scope::parse("scope", s).ok()).collect())
     }
 
+    /// Every scope `caller` can read with its recall-visible records, sorted by scope (at
+    /// most [`crate::SCOPE_CEILING`]); `true` when the ceiling cut the list.
+    pub fn scope_counts(&self, caller: &Caller) -> Result<(Vec<(String, u64)>, bool), Error> {
+        use spine_store::{Access, Filter, Gate, ScopeFilter};
+        let access = Access::read(caller);
+        let mut scopes = self
+            .store
+            .scopes(&access, &Filter::new(ScopeFilter::All), crate::SCOPE_CEILING + 1)
+            .map_err(crate::store_error)?;
+        let truncated = scopes.len() > crate::SCOPE_CEILING;
+        scopes.truncate(crate::SCOPE_CEILING);
+        let now = self.clock.now();
+        let mut out = Vec::with_capacity(scopes.len());
+        for s in scopes {
+            let Ok(scope) = Scope::parse("scope", &s) else { continue };
+            let filter = Filter::new(ScopeFilter::One(scope));
+            let n = self
+                .store
+                .count(&access, &filter, Gate::ActiveAt(now))
+                .map_err(crate::store_error)?;
+            out.push((s, n));
+        }
+        Ok((out, truncated))
+    }
+
     /// The session digest of `scopes`: every rule (oldest first), then the most recent
     /// memories of the memory scopes (newest first), within `budget` characters.
     pub fn digest(

@@ -581,3 +581,47 @@ async fn python_sdk_client_with_a_bearer_token() {
     assert!(stdout.contains("[oidc] owner erin@example.com"), "{stdout}");
     server.child.kill().await.unwrap();
 }
+
+/// The Connect API with OIDC: every call needs a bearer token (401 `unauthenticated`
+/// without), and one owner's private records never reach another.
+#[tokio::test]
+async fn connect_calls_need_a_token_and_keep_owners_apart() {
+    let issuer = TestIssuer::start().await;
+    let mut server = oidc_server(&issuer, &[]).await;
+    let alice = http_client(&server, &token(&issuer, "alice@example.com")).await;
+    let private = ok(call(
+        &alice,
+        "store_memory",
+        json!({"content": "Alice's private note about payroll.", "scope": "a:project:hr",
+               "source": "user-said", "category": "decision"}),
+    )
+    .await);
+    alice.cancel().await.unwrap();
+    let post = |auth: Option<String>, method: &str, body: Value| {
+        let mut req = reqwest::Client::new()
+            .post(format!("http://{}/spine.v1.MemoryService/{method}", server.addr))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        async move {
+            let r = req.send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let (s, _) = post(None, "ListScopes", json!({})).await;
+    assert_eq!(s, 401, "no token");
+    let alice_auth = Some(format!("Bearer {}", token(&issuer, "alice@example.com")));
+    let bob_auth = Some(format!("Bearer {}", token(&issuer, "bob@example.com")));
+    let (s, mine) = post(alice_auth.clone(), "GetMemory", json!({"id": private["id"]})).await;
+    assert_eq!((s, &mine["memory"]["owner"]), (200, &json!("alice@example.com")));
+    let (s, e) = post(bob_auth.clone(), "GetMemory", json!({"id": private["id"]})).await;
+    assert_eq!((s, &e["code"]), (404, &json!("not_found")), "another owner's record looks missing");
+    let (s, listed) = post(bob_auth.clone(), "ListMemories", json!({"cross_spine": true})).await;
+    assert_eq!(s, 200);
+    assert!(listed.get("memories").is_none_or(|m| m.as_array().unwrap().is_empty()), "{listed}");
+    let (s, archived) = post(bob_auth, "ArchiveMemory", json!({"ids": [private["id"]]})).await;
+    assert_eq!((s, &archived["results"][0]["outcome"]), (200, &json!("not_found")));
+    server.child.kill().await.unwrap();
+}

@@ -4,6 +4,7 @@
 
 mod auth;
 mod common;
+mod connect;
 mod e2e;
 mod hook;
 mod install;

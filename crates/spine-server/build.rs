@@ -1,0 +1,24 @@
+//! Generates the Connect API's message types and service trait from
+//! `proto/spine/v1/memory.proto`, compiling the schema with protox (pure Rust: no `protoc`
+//! to install) into a descriptor set that connectrpc-build reads.
+
+use std::path::PathBuf;
+
+fn main() {
+    let proto_root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let file = "spine/v1/memory.proto";
+    println!("cargo:rerun-if-changed={}", proto_root.join(file).display());
+    let mut compiler = protox::Compiler::new([&proto_root]).expect("the proto include directory");
+    compiler.include_source_info(true).include_imports(true);
+    compiler.open_files([file]).unwrap_or_else(|e| panic!("compiling {file}: {e}"));
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
+    let descriptors = out.join("spine.fds.bin");
+    std::fs::write(&descriptors, compiler.encode_file_descriptor_set())
+        .expect("writing the descriptor set");
+    connectrpc_build::Config::new()
+        .descriptor_set(&descriptors)
+        .files(&[file])
+        .include_file("_connectrpc.rs")
+        .compile()
+        .expect("generating the Connect code");
+}

@@ -1,0 +1,411 @@
+//! The Connect API: `spine.v1.MemoryService` at `/spine.v1.MemoryService/<Method>` on the
+//! port of `/mcp` (Connect protocol, unary, JSON and binary protobuf codecs).
+//!
+//! Key design decision: a request becomes the JSON arguments of the MCP tool it mirrors and
+//! goes through `parse_args` and the same `Service` function, so validation, the recall gate,
+//! owner gating and not-found indistinguishability are the tools' by construction; the
+//! tool's result is then read into the response message through proto3 JSON (whose parser
+//! accepts the snake_case names the views use). Spine's error envelope becomes a Connect
+//! error: its code, and the message naming the field and the hint.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use connectrpc::{
+    ConnectError, ErrorCode as ConnectCode, RequestContext, Response, ServiceRequest, ServiceResult,
+};
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value, json};
+use spine_core::{Caller, Error, ErrorCode};
+use spine_service::Service;
+use spine_service::args::parse_args;
+
+/// The generated messages and service trait.
+#[allow(missing_docs, clippy::all, clippy::pedantic)]
+pub mod proto {
+    connectrpc::include_generated!();
+}
+
+use proto::spine::v1::*;
+
+/// `ListMemories` without a limit lists this many (SPEC list_memory: the Connect API's
+/// default).
+const CONNECT_LIST_LIMIT: u64 = 1000;
+
+/// The Connect router serving `spine.v1.MemoryService` over `service`; with `authenticated`,
+/// every call needs the [`Caller`] the bearer-token layer put in the request.
+pub fn router(service: Service, authenticated: bool) -> connectrpc::Router {
+    Arc::new(SpineConnect { service, authenticated }).register(connectrpc::Router::new())
+}
+
+struct SpineConnect {
+    service: Service,
+    authenticated: bool,
+}
+
+/// Spine's error as a Connect error: the same class, the field and hint in the message.
+fn connect_error(e: &Error) -> ConnectError {
+    let code = match e.code {
+        ErrorCode::InvalidArgument => ConnectCode::InvalidArgument,
+        ErrorCode::NotFound => ConnectCode::NotFound,
+        ErrorCode::FailedPrecondition => ConnectCode::FailedPrecondition,
+        ErrorCode::Conflict => ConnectCode::AlreadyExists,
+        ErrorCode::Unauthenticated => ConnectCode::Unauthenticated,
+        ErrorCode::Unavailable => ConnectCode::Unavailable,
+        _ => ConnectCode::Internal,
+    };
+    let mut message = e.message.clone();
+    match (&e.field, e.hint) {
+        (Some(field), Some(hint)) => {
+            message.push_str(&format!(" (field: {field}; hint: {})", hint.as_str()))
+        }
+        (Some(field), None) => message.push_str(&format!(" (field: {field})")),
+        (None, Some(hint)) => message.push_str(&format!(" (hint: {})", hint.as_str())),
+        (None, None) => {}
+    }
+    ConnectError::new(code, message)
+}
+
+/// A JSON object of the arguments that are set (absent and empty ones left out, as a tool
+/// call would leave them out).
+fn args(pairs: &[(&str, Value)]) -> Value {
+    let mut m = Map::new();
+    for (k, v) in pairs {
+        let empty = match v {
+            Value::Null => true,
+            Value::Array(a) => a.is_empty(),
+            Value::Bool(false) => true,
+            _ => false,
+        };
+        if !empty {
+            m.insert((*k).to_owned(), v.clone());
+        }
+    }
+    Value::Object(m)
+}
+
+/// Moves the flattened cross-spine coverage keys of a result into a `coverage` object.
+fn nest_coverage(mut v: Value) -> Value {
+    if let Some(o) = v.as_object_mut() {
+        let mut coverage = Map::new();
+        for key in ["searched_scopes", "scopes_truncated", "scopes_unknown"] {
+            if let Some(x) = o.remove(key) {
+                coverage.insert(key.to_owned(), x);
+            }
+        }
+        o.insert("coverage".into(), Value::Object(coverage));
+    }
+    v
+}
+
+impl SpineConnect {
+    fn caller(&self, ctx: &RequestContext) -> Result<Caller, Error> {
+        if !self.authenticated {
+            return Ok(Caller::anonymous());
+        }
+        ctx.extensions()
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| Error::unauthenticated("this request carries no verified bearer token"))
+    }
+
+    /// Runs the tool `op` with `arguments` for the caller, and reads its result, reshaped
+    /// by `shape`, into the response `P`.
+    async fn call<A, R, P>(
+        &self,
+        method: &'static str,
+        ctx: &RequestContext,
+        arguments: Value,
+        op: fn(&Service, &Caller, A) -> Result<R, Error>,
+        shape: fn(Value) -> Value,
+    ) -> ServiceResult<P>
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: Serialize + Send + 'static,
+        P: DeserializeOwned,
+    {
+        let started = Instant::now();
+        let result = self.run(ctx, arguments, op).await.and_then(|value| {
+            serde_json::from_value::<P>(shape(value))
+                .map_err(|e| Error::internal(format!("cannot encode the response: {e}")))
+        });
+        let outcome = match &result {
+            Ok(_) => "ok",
+            Err(e) => e.code.as_str(),
+        };
+        crate::metrics::call("connect", method, outcome, started.elapsed());
+        match result {
+            Ok(p) => Response::ok(p),
+            Err(e) => {
+                if e.code == ErrorCode::Internal {
+                    tracing::error!(error = %e, method, "Connect call failed");
+                }
+                Err(connect_error(&e))
+            }
+        }
+    }
+
+    async fn run<A, R>(
+        &self,
+        ctx: &RequestContext,
+        arguments: Value,
+        op: fn(&Service, &Caller, A) -> Result<R, Error>,
+    ) -> Result<Value, Error>
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        R: Serialize + Send + 'static,
+    {
+        let caller = self.caller(ctx)?;
+        let service = self.service.clone();
+        let Value::Object(arguments) = arguments else {
+            return Err(Error::internal("arguments are not an object"));
+        };
+        let r = tokio::task::spawn_blocking(move || {
+            let a = parse_args::<A>(arguments)?;
+            op(&service, &caller, a)
+        })
+        .await
+        .map_err(|_| Error::internal("the operation failed unexpectedly"))??;
+        serde_json::to_value(r).map_err(|e| Error::internal(format!("cannot encode result: {e}")))
+    }
+}
+
+/// The service's scopes with their counts, as a result object.
+fn list_scopes(service: &Service, caller: &Caller, _: Map<String, Value>) -> Result<Value, Error> {
+    let (scopes, truncated) = service.scope_counts(caller)?;
+    let scopes: Vec<Value> =
+        scopes.into_iter().map(|(scope, n)| json!({"scope": scope, "records": n})).collect();
+    Ok(json!({"scopes": scopes, "truncated": truncated}))
+}
+
+fn unchanged(v: Value) -> Value {
+    v
+}
+
+fn as_memory(v: Value) -> Value {
+    json!({ "memory": v })
+}
+
+// The methods name their concrete response types (the trait allows any `Encodable`).
+#[allow(refining_impl_trait)]
+impl MemoryService for SpineConnect {
+    async fn search_memories(
+        &self,
+        ctx: RequestContext,
+        request: ServiceRequest<'_, SearchMemoriesRequest>,
+    ) -> ServiceResult<SearchMemoriesResponse> {
+        let r = request.to_owned_message();
+        let a = args(&[
+            ("query", json!(r.query)),
+            ("scope", json!(r.scope)),
+            ("k", json!(r.k)),
+            ("tags", json!(r.tags)),
+            ("categories", json!(r.categories)),
+            ("created_after", json!(r.created_after)),
+            ("created_before", json!(r.created_before)),
+            ("full", json!(r.full)),
+            ("cross_spine", json!(r.cross_spine)),
+            ("max_chars", json!(r.max_chars)),
+        ]);
+        self.call("SearchMemories", &ctx, a, Service::search_memory, nest_coverage).await
+    }
+
+    async fn list_memories(
+        &self,
+        ctx: RequestContext,
+        request: ServiceRequest<'_, ListMemoriesRequest>,
+    ) -> ServiceResult<ListMemoriesResponse> {
+        let r = request.to_owned_message();
+        let limit = r.limit.filter(|l| *l > 0).unwrap_or(CONNECT_LIST_LIMIT);
+        let a = args(&[
+            ("scope", json!(r.scope)),
+            ("limit", json!(limit)),
+            ("cursor", json!(r.cursor)),
+            ("offset", json!(r.offset)),
+            ("tags", json!(r.tags)),
+            ("categories", json!(r.categories)),
+            ("created_after", json!(r.created_after)),
+            ("created_before", json!(r.created_before)),
+            ("full", json!(r.full)),
+            ("cross_spine", json!(r.cross_spine)),
+            ("max_chars", json!(r.max_chars)),
+        ]);
+        self.call("ListMemories", &ctx, a, Service::list_memory, nest_coverage).await
+    }
+
+    async fn get_memory(
+        &self,
+        ctx: RequestContext,
+        request: ServiceRequest<'_, GetMemoryRequest>,
+    ) -> ServiceResult<GetMemoryResponse> {
+        let r = request.to_owned_message();
+        let a = args(&[("id", json!(r.id))]);
+        self.call("GetMemory", &ctx, a, Service::get_memory, as_memory).await
+    }
+
+    async fn archive_memory(
+        &self,
+        ctx: RequestContext,
+        request: ServiceRequest<'_, ArchiveMemoryRequest>,
+    ) -> ServiceResult<BatchResponse> {
+        let r = request.to_owned_message();
+        let a = json!({"ids": r.ids});
+        self.call("ArchiveMemory", &ctx, a, Service::archive_memory, unchanged).await
+    }
+
+    async fn restore_memory(
+        &self,
+        ctx: RequestContext,
+        request: ServiceRequest<'_, RestoreMemoryRequest>,
+    ) -> ServiceResult<BatchResponse> {
+        let r = request.to_owned_message();
+        let a = json!({"ids": r.ids});
+        self.call("RestoreMemory", &ctx, a, Service::restore_memory, unchanged).await
+    }
+
+    async fn list_scopes(
+        &self,
+        ctx: RequestContext,
+        _request: ServiceRequest<'_, ListScopesRequest>,
+    ) -> ServiceResult<ListScopesResponse> {
+        self.call("ListScopes", &ctx, json!({}), list_scopes_op, unchanged).await
+    }
+
+    async fn list_tags(
+        &self,
+        ctx: RequestContext,
+        request: ServiceRequest<'_, ListTagsRequest>,
+    ) -> ServiceResult<ListTagsResponse> {
+        let r = request.to_owned_message();
+        let a = args(&[("scope", json!(r.scope)), ("limit", json!(r.limit))]);
+        self.call("ListTags", &ctx, a, Service::list_tags, unchanged).await
+    }
+
+    async fn related_memories(
+        &self,
+        ctx: RequestContext,
+        request: ServiceRequest<'_, RelatedMemoriesRequest>,
+    ) -> ServiceResult<RelatedMemoriesResponse> {
+        let r = request.to_owned_message();
+        let a = args(&[
+            ("id", json!(r.id)),
+            ("k", json!(r.k)),
+            ("full", json!(r.full)),
+            ("max_chars", json!(r.max_chars)),
+        ]);
+        self.call("RelatedMemories", &ctx, a, Service::related_memories, unchanged).await
+    }
+
+    async fn list_rules(
+        &self,
+        ctx: RequestContext,
+        request: ServiceRequest<'_, ListRulesRequest>,
+    ) -> ServiceResult<ListRulesResponse> {
+        let r = request.to_owned_message();
+        let a = args(&[
+            ("scopes", json!(r.scopes)),
+            ("tags", json!(r.tags)),
+            ("full", json!(r.full)),
+            ("max_chars", json!(r.max_chars)),
+        ]);
+        self.call("ListRules", &ctx, a, Service::list_rules, nest_coverage).await
+    }
+}
+
+/// ListScopes has no tool: its arguments are the empty object.
+#[derive(serde::Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
+fn list_scopes_op(service: &Service, caller: &Caller, _: NoArgs) -> Result<Value, Error> {
+    list_scopes(service, caller, Map::new())
+}
+
+/// Which browsers and names may reach the Connect API: the `Host` values and `Origin`
+/// patterns `/mcp` accepts (`scheme://host:*` matches any port).
+#[derive(Clone)]
+pub(crate) struct Guard {
+    pub(crate) hosts: Arc<Vec<String>>,
+    pub(crate) origins: Arc<Vec<String>>,
+}
+
+fn origin_allowed(origin: &str, patterns: &[String]) -> bool {
+    patterns.iter().any(|p| match p.strip_suffix(":*") {
+        Some(base) => {
+            origin == base
+                || origin.strip_prefix(base).and_then(|r| r.strip_prefix(':')).is_some_and(|port| {
+                    !port.is_empty() && port.chars().all(|c| c.is_ascii_digit())
+                })
+        }
+        None => origin == p,
+    })
+}
+
+fn host_allowed(host: &str, hosts: &[String]) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().map(|h| format!("[{h}]")).unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h).to_owned(),
+    };
+    hosts.iter().any(|h| h.eq_ignore_ascii_case(&name) || h.eq_ignore_ascii_case(host))
+}
+
+/// Refuses (403) a request whose `Host` is not accepted (DNS rebinding) or whose `Origin`
+/// is another site's, as `/mcp` does.
+pub(crate) async fn guard(
+    axum::extract::State(guard): axum::extract::State<Guard>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let allowed = {
+        let headers = req.headers();
+        let get = |name: axum::http::header::HeaderName| {
+            headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+        };
+        let host_ok = get(axum::http::header::HOST).is_none_or(|h| host_allowed(&h, &guard.hosts));
+        let origin_ok =
+            get(axum::http::header::ORIGIN).is_none_or(|o| origin_allowed(&o, &guard.origins));
+        host_ok && origin_ok
+    };
+    if !allowed {
+        let body = json!({"code": "permission_denied", "message": "this Host or Origin may not call the Spine API"});
+        return (axum::http::StatusCode::FORBIDDEN, axum::Json(body)).into_response();
+    }
+    next.run(req).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_and_hosts_match_like_the_mcp_endpoint() {
+        let patterns = vec!["http://localhost:*".to_owned(), "https://console.example".to_owned()];
+        assert!(origin_allowed("http://localhost:3000", &patterns));
+        assert!(origin_allowed("http://localhost", &patterns));
+        assert!(origin_allowed("https://console.example", &patterns));
+        assert!(!origin_allowed("http://localhost.evil.example:80", &patterns));
+        assert!(!origin_allowed("https://evil.example", &patterns));
+        let hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "[::1]".to_owned()];
+        assert!(host_allowed("127.0.0.1:8080", &hosts));
+        assert!(host_allowed("[::1]:8080", &hosts));
+        assert!(!host_allowed("evil.example:8080", &hosts));
+    }
+
+    #[test]
+    fn errors_keep_the_envelope_in_the_message() {
+        let e =
+            Error::invalid("scope", spine_core::Hint::MalformedScope, "scope must look like a:b:c");
+        let c = connect_error(&e);
+        assert_eq!(c.code, ConnectCode::InvalidArgument);
+        assert!(
+            c.message
+                .as_deref()
+                .unwrap_or_default()
+                .contains("field: scope; hint: malformed_scope")
+        );
+        assert_eq!(connect_error(&Error::not_found("id", "no memory")).code, ConnectCode::NotFound);
+    }
+}
