@@ -182,13 +182,24 @@ pub fn repo_name_of_url(url: &str) -> Option<String> {
     (!name.is_empty()).then(|| name.to_owned())
 }
 
+/// The `.spine.toml` at `top`, or the defaults when there is none.
+fn read_config(top: &Path) -> Result<Config> {
+    let path = top.join(".spine.toml");
+    match std::fs::read_to_string(&path) {
+        Ok(text) => toml::from_str(&text).with_context(|| format!("reading {}", path.display())),
+        Err(_) => Ok(Config::default()),
+    }
+}
+
+/// The one memory scope the `.spine.toml` at `top` names (`scope`), if it is readable.
+pub fn configured_scope(top: &Path) -> Option<String> {
+    read_config(top).ok()?.scope
+}
+
 /// The scopes to read for `repo`, from its `.spine.toml` or found in the store.
 fn scopes_for(service: &Service, caller: &Caller, repo: &Repo) -> Result<RepoScopes> {
     let path = repo.top.join(".spine.toml");
-    let config: Config = match std::fs::read_to_string(&path) {
-        Ok(text) => toml::from_str(&text).with_context(|| format!("reading {}", path.display()))?,
-        Err(_) => Config::default(),
-    };
+    let config = read_config(&repo.top)?;
     let names: Vec<String> = match &config.repo {
         Some(r) => vec![r.clone()],
         None => repo.names.clone(),

@@ -22,7 +22,7 @@ use spine_core::{Caller, Category, Scope, Source};
 use spine_service::Service;
 use spine_service::args::parse_args;
 
-use crate::hook::find_repo;
+use crate::hook::{configured_scope, find_repo};
 use crate::ops::{OutputArgs, count};
 
 /// Words a bullet or paragraph needs to become a record (headings alone, "TODO", … do not).
@@ -244,12 +244,8 @@ fn choose_scope(
     if let Some(s) = &args.scope {
         return parse(s);
     }
-    if let Some(top) = top
-        && let Ok(text) = std::fs::read_to_string(top.join(".spine.toml"))
-        && let Ok(v) = text.parse::<toml::Table>()
-        && let Some(s) = v.get("scope").and_then(|s| s.as_str())
-    {
-        return parse(s);
+    if let Some(s) = top.and_then(configured_scope) {
+        return parse(&s);
     }
     let found = service.repo_scopes(caller, repo).map_err(|e| anyhow::anyhow!("{}", e.message))?;
     match found.as_slice() {
