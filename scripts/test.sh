@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test: fetches the model weights if missing, installs the client SDKs the
-# conformance tests drive (the Python MCP SDK into target/pyenv, the TypeScript MCP SDK and
-# the MCP Inspector from tests/typescript/package-lock.json), then runs the Rust tests (unit,
-# service, end-to-end over stdio and HTTP) and both SDK tests against the real binary.
+# conformance tests drive (the Python MCP SDK into target/pyenv; the TypeScript MCP SDK, the
+# MCP Inspector and the Connect client with buf and protoc-gen-es from
+# tests/typescript/package-lock.json), generates the Connect client's code from proto/, then
+# runs the Rust tests (unit, service, end-to-end over stdio and HTTP, the Connect client) and
+# both MCP SDK tests against the real binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-model.sh
@@ -14,9 +16,10 @@ if ! cmp -s tests/typescript/package-lock.json tests/typescript/node_modules/.in
   (cd tests/typescript && npm ci --no-audit --no-fund --loglevel=error \
     && cp package-lock.json node_modules/.installed-lock.json)
 fi
+(cd tests/typescript && rm -rf gen && PATH="$PWD/node_modules/.bin:$PATH" buf generate ../../proto)
 # `cargo test` builds target/debug/spine too (the end-to-end tests run it); a separate
 # `cargo build` first would compile the binary and its dependencies twice, once without the
 # test build's dev-dependency features.
-SPINE_REQUIRE_PYTHON=1 cargo test --workspace
+SPINE_REQUIRE_PYTHON=1 SPINE_REQUIRE_NODE=1 cargo test --workspace
 target/pyenv/bin/python tests/python/sdk_client.py target/debug/spine
 node tests/typescript/sdk_client.mjs target/debug/spine

@@ -21,7 +21,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::header::{AUTHORIZATION, HOST, RETRY_AFTER, WWW_AUTHENTICATE};
+use axum::http::header::{AUTHORIZATION, CONNECTION, HOST, RETRY_AFTER, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{Next, from_fn_with_state};
 use axum::response::{IntoResponse, Response};
@@ -120,14 +120,18 @@ pub fn http_router(service: Service, options: HttpOptions) -> Router {
     );
     let connect = match &options.verifier {
         None => connect,
-        Some(v) => connect.layer(from_fn_with_state(v.clone(), require_bearer)),
+        Some(v) => {
+            let gate = Bearer { verifier: v.clone(), lane: Lane::Connect };
+            connect.layer(from_fn_with_state(gate, require_bearer))
+        }
     };
     let connect = connect.layer(from_fn_with_state(guard, crate::connect::guard));
     let router = Router::new().route("/healthz", get(|| async { "ok\n" })).merge(connect);
     match options.verifier {
         None => router.merge(mcp),
         Some(verifier) => {
-            let guarded = mcp.layer(from_fn_with_state(verifier.clone(), require_bearer));
+            let gate = Bearer { verifier: verifier.clone(), lane: Lane::Mcp };
+            let guarded = mcp.layer(from_fn_with_state(gate, require_bearer));
             let issuer = verifier.issuer().to_owned();
             router
                 .route(RESOURCE_METADATA_PATH, get(resource_metadata).with_state(issuer.clone()))
@@ -162,36 +166,66 @@ async fn resource_metadata(State(issuer): State<String>, headers: HeaderMap) -> 
     .into_response()
 }
 
-/// Verifies the bearer token of every `/mcp` request; 401 without a valid one.
-async fn require_bearer(
-    State(verifier): State<Verifier>,
-    mut req: Request,
-    next: Next,
-) -> Response {
+/// The bytes of a refused request's body read and dropped to keep its connection usable.
+const DRAIN_BYTES: usize = 1 << 20;
+
+/// Sends `response` for a request refused before its body was read. hyper closes a
+/// keep-alive connection whose request body was left unread, without saying so, and a client
+/// that sends its next request on that connection fails (`EPIPE` in Node's HTTP agent, which
+/// the Connect and MCP TypeScript clients use): so the rest of the body is read first, and a
+/// body too large for that gets `connection: close` to tell the client not to reuse it.
+pub(crate) async fn refuse(body: Body, mut response: Response) -> Response {
+    if axum::body::to_bytes(body, DRAIN_BYTES).await.is_err() {
+        response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// Which API a bearer-token check guards: they shape a refusal differently.
+#[derive(Clone, Copy)]
+enum Lane {
+    /// `/mcp`: Spine's error envelope under `error`.
+    Mcp,
+    /// The Connect API: a Connect error (`code` and `message` at the top level).
+    Connect,
+}
+
+#[derive(Clone)]
+struct Bearer {
+    verifier: Verifier,
+    lane: Lane,
+}
+
+/// Verifies the bearer token of every request; 401 without a valid one.
+async fn require_bearer(State(gate): State<Bearer>, mut req: Request, next: Next) -> Response {
     let header = req.headers().get(AUTHORIZATION).and_then(|h| h.to_str().ok());
     let token = header.and_then(|h| {
         let (scheme, token) = h.split_once(' ')?;
         scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
     });
-    let Some(token) = token.filter(|t| !t.is_empty()) else {
-        crate::metrics::auth_failure("missing_token");
-        return unauthorized(req.headers(), None);
+    let problem = match token.filter(|t| !t.is_empty()) {
+        None => {
+            crate::metrics::auth_failure("missing_token");
+            None
+        }
+        Some(token) => match gate.verifier.verify(token).await {
+            Ok(caller) => {
+                req.extensions_mut().insert::<Caller>(caller);
+                return next.run(req).await;
+            }
+            Err(e) => {
+                tracing::info!(error = %e, "bearer token rejected");
+                crate::metrics::auth_failure(e.reason());
+                Some(e.to_string())
+            }
+        },
     };
-    match verifier.verify(token).await {
-        Ok(caller) => {
-            req.extensions_mut().insert::<Caller>(caller);
-            next.run(req).await
-        }
-        Err(e) => {
-            tracing::info!(error = %e, "bearer token rejected");
-            crate::metrics::auth_failure(e.reason());
-            unauthorized(req.headers(), Some(e.to_string()))
-        }
-    }
+    let response = unauthorized(req.headers(), gate.lane, problem);
+    refuse(req.into_body(), response).await
 }
 
-/// 401 with the `WWW-Authenticate` challenge of the MCP authorization spec.
-fn unauthorized(headers: &HeaderMap, problem: Option<String>) -> Response {
+/// 401 with a `WWW-Authenticate` challenge pointing at the protected-resource metadata.
+fn unauthorized(headers: &HeaderMap, lane: Lane, problem: Option<String>) -> Response {
     let metadata = format!("{}{RESOURCE_METADATA_PATH}", base_url(headers));
     let mut challenge = format!("Bearer resource_metadata=\"{metadata}\"");
     let message = match &problem {
@@ -203,11 +237,11 @@ fn unauthorized(headers: &HeaderMap, problem: Option<String>) -> Response {
         }
         None => "this server requires an OIDC bearer token (Authorization: Bearer <token>)".into(),
     };
-    let mut response = (
-        StatusCode::UNAUTHORIZED,
-        axum::Json(json!({"error": {"code": "unauthenticated", "message": message}})),
-    )
-        .into_response();
+    let body = match lane {
+        Lane::Mcp => json!({"error": {"code": "unauthenticated", "message": message}}),
+        Lane::Connect => json!({"code": "unauthenticated", "message": message}),
+    };
+    let mut response = (StatusCode::UNAUTHORIZED, axum::Json(body)).into_response();
     if let Ok(v) = HeaderValue::from_str(&challenge) {
         response.headers_mut().insert(WWW_AUTHENTICATE, v);
     }

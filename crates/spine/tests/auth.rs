@@ -610,8 +610,8 @@ async fn connect_calls_need_a_token_and_keep_owners_apart() {
             (r.status().as_u16(), r.json::<Value>().await.unwrap_or(Value::Null))
         }
     };
-    let (s, _) = post(None, "ListScopes", json!({})).await;
-    assert_eq!(s, 401, "no token");
+    let (s, e) = post(None, "ListScopes", json!({})).await;
+    assert_eq!((s, &e["code"]), (401, &json!("unauthenticated")), "no token: a Connect error {e}");
     let alice_auth = Some(format!("Bearer {}", token(&issuer, "alice@example.com")));
     let bob_auth = Some(format!("Bearer {}", token(&issuer, "bob@example.com")));
     let (s, mine) = post(alice_auth.clone(), "GetMemory", json!({"id": private["id"]})).await;
@@ -624,4 +624,52 @@ async fn connect_calls_need_a_token_and_keep_owners_apart() {
     let (s, archived) = post(bob_auth, "ArchiveMemory", json!({"ids": [private["id"]]})).await;
     assert_eq!((s, &archived["results"][0]["outcome"]), (200, &json!("not_found")));
     server.child.kill().await.unwrap();
+}
+
+/// The official TypeScript Connect client (tests/typescript/connect_client.mjs, code generated
+/// by `buf generate` with protoc-gen-es) against `spine serve --oidc-issuer`: every method over
+/// the JSON and the binary codec, two owners kept apart, and the error codes — including
+/// `unavailable` from a second server whose embedder cannot be reached. Needs what
+/// `scripts/test.sh` installs and generates; the README's test command sets SPINE_REQUIRE_NODE
+/// so it can never be skipped there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_connect_client_over_both_codecs() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let script = root.join("tests/typescript/connect_client.mjs");
+    if !root.join("tests/typescript/gen/spine/v1/memory_pb.js").exists() {
+        assert!(
+            std::env::var_os("SPINE_REQUIRE_NODE").is_none(),
+            "the TypeScript Connect client is not generated: run scripts/test.sh"
+        );
+        eprintln!("skipped: no generated TypeScript Connect client (scripts/test.sh makes it)");
+        return;
+    }
+    let issuer = TestIssuer::start().await;
+    let mut server = oidc_server(&issuer, &[]).await;
+    // Nothing listens on this port: every embedding fails.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let dead_url = format!("http://{dead}");
+    let mut broken = start_http_with(&[
+        "--embedder",
+        "openai",
+        "--embed-url",
+        &dead_url,
+        "--embed-model",
+        "unreachable",
+    ])
+    .await;
+    let out = tokio::process::Command::new("node")
+        .arg(&script)
+        .arg(format!("http://{}", server.addr))
+        .arg(token(&issuer, "alice@example.com"))
+        .arg(token(&issuer, "bob@example.com"))
+        .arg(format!("http://{}", broken.addr))
+        .output()
+        .await
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("connect client: all checks passed"), "{stdout}");
+    server.child.kill().await.unwrap();
+    broken.child.kill().await.unwrap();
 }

@@ -367,7 +367,8 @@ pub(crate) async fn guard(
     };
     if !allowed {
         let body = json!({"code": "permission_denied", "message": "this Host or Origin may not call the Spine API"});
-        return (axum::http::StatusCode::FORBIDDEN, axum::Json(body)).into_response();
+        let response = (axum::http::StatusCode::FORBIDDEN, axum::Json(body)).into_response();
+        return crate::http::refuse(req.into_body(), response).await;
     }
     next.run(req).await
 }
@@ -403,5 +404,33 @@ mod tests {
                 .contains("field: scope; hint: malformed_scope")
         );
         assert_eq!(connect_error(&Error::not_found("id", "no memory")).code, ConnectCode::NotFound);
+    }
+
+    /// Every class of Spine error has its Connect code. failed_precondition, already_exists
+    /// and internal come from no method of this API today (the rule-immutability and
+    /// idempotency errors belong to MCP writes), so the mapping is checked here.
+    #[test]
+    fn every_error_class_has_its_connect_code() {
+        let rule = spine_core::Hint::RuleImmutable;
+        let cases = [
+            (Error::invalid("k", spine_core::Hint::OutOfRange, "k"), ConnectCode::InvalidArgument),
+            (Error::not_found("id", "no memory"), ConnectCode::NotFound),
+            (Error::failed_precondition("id", rule, "a rule"), ConnectCode::FailedPrecondition),
+            (
+                Error::conflict("idempotency_key", spine_core::Hint::IdempotencyMismatch, "reused"),
+                ConnectCode::AlreadyExists,
+            ),
+            (Error::unauthenticated("no token"), ConnectCode::Unauthenticated),
+            (Error::unavailable("the model failed"), ConnectCode::Unavailable),
+            (Error::internal("a bug"), ConnectCode::Internal),
+        ];
+        for (e, code) in cases {
+            assert_eq!(connect_error(&e).code, code, "{e:?}");
+        }
+        let c = connect_error(&Error::failed_precondition("id", rule, "a rule is shared"));
+        assert_eq!(
+            c.message.as_deref(),
+            Some("a rule is shared (field: id; hint: rule_immutable)")
+        );
     }
 }
