@@ -123,7 +123,12 @@ impl Service {
 /// Maps a storage failure to an internal error, logging the detail.
 fn store_error(e: StoreError) -> Error {
     tracing::error!(error = %e, "store failure");
-    Error::internal(format!("storage failure: {e}"))
+    match e {
+        StoreError::Unavailable(m) => {
+            Error::unavailable(format!("the database is unavailable: {m}"))
+        }
+        e => Error::internal(format!("storage failure: {e}")),
+    }
 }
 
 /// An embedding failure as the service reports it: retry later.

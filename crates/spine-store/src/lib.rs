@@ -1,4 +1,5 @@
-//! Persistence for Spine: the [`Store`] trait and its embedded SQLite backend.
+//! Persistence for Spine: the [`Store`] trait, its embedded SQLite backend and its
+//! PostgreSQL + pgvector backend.
 //!
 //! The store keeps records, their tags and their vectors, and answers the filtered queries
 //! the service needs. It makes no business decisions except one, by design: **authorization
@@ -14,6 +15,7 @@
 
 mod index;
 mod operator;
+mod postgres;
 mod sqlite;
 
 use spine_core::{
@@ -27,6 +29,7 @@ pub use operator::{
     StateCounts, StoredRecord, StoredVector, SummaryCandidate, SummaryStore, TransferStore,
     VectorExpectation, VectorStamp, VerifyPage, Violation, purge_verdicts, record_digest,
 };
+pub use postgres::PgStore;
 pub use sqlite::SqliteStore;
 
 /// A storage failure. Never caused by caller input: the service validates before writing.
@@ -38,9 +41,16 @@ pub enum StoreError {
     /// A stored payload could not be decoded.
     #[error("corrupt record payload: {0}")]
     Corrupt(String),
-    /// The data directory could not be prepared.
+    /// The data directory could not be prepared, or the database URL is unusable.
     #[error("{0}")]
     Io(String),
+    /// PostgreSQL reported an error.
+    #[error("database error: {0}")]
+    Postgres(String),
+    /// The database cannot be reached right now (connection refused, lost or timed out);
+    /// the call may be retried.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 /// Result alias for store operations.

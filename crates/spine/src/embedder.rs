@@ -188,7 +188,8 @@ pub fn check_identity(
     models: &[(String, u64)],
     embedder: &dyn Embedder,
     args: &EmbedderArgs,
-    data_dir: &Path,
+    place: &str,
+    store_flag: &str,
 ) -> Result<()> {
     let configured = embedder.model_id();
     let others: Vec<&(String, u64)> = models.iter().filter(|(m, _)| m != configured).collect();
@@ -200,14 +201,13 @@ pub fn check_identity(
     let mine = models.iter().find(|(m, _)| m == configured).map_or(0, |(_, n)| *n);
     let old_flags: Vec<String> = others.iter().map(|(m, _)| flags_for(m)).collect();
     bail!(
-        "the store in {dir} holds vectors from another embedder than the configured one.\n  \
+        "the store in {place} holds vectors from another embedder than the configured one.\n  \
          configured embedder: {configured} ({mine} vector{mine_s} so far)\n  \
          in the store:        {listed}\n\
          Vectors of different embedders cannot be compared, so spine will not start. Either:\n  \
          - re-embed every record with the new embedder (batched, resumable, safe while an \
-         old server runs):\n      spine reindex --data-dir {dir} {flags}\n  \
+         old server runs):\n      spine reindex {store_flag} {flags}\n  \
          - or start spine with the embedder the data was written with: {old}",
-        dir = data_dir.display(),
         mine_s = plural(mine),
         listed = listed.join(", "),
         flags = args.flags(),

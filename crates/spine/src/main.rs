@@ -26,7 +26,7 @@ use spine_server::auth::{OidcConfig, Verifier};
 use spine_server::{HttpOptions, Identity, SpineMcp, http_router};
 use spine_service::Service;
 use spine_service::rerank::HttpReranker;
-use spine_store::{SqliteStore, Store};
+use spine_store::{PgStore, ReviewStore, SqliteStore, Store};
 
 fn default_data_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
@@ -40,7 +40,10 @@ fn default_data_dir() -> PathBuf {
 /// mistyped --data-dir would otherwise look like an empty store).
 fn operator_store(common: &Common, command: &str, existing: bool) -> Result<SqliteStore> {
     if common.database_url.is_some() {
-        bail!("spine {command} works on the embedded store only (omit --database-url)");
+        bail!(
+            "spine {command} works on the embedded store only in this version \
+             (omit --database-url); the PostgreSQL backend serves spine serve, spine mcp and spine hook"
+        );
     }
     let data_dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
     if existing && !data_dir.join("spine.db").is_file() {
@@ -50,48 +53,87 @@ fn operator_store(common: &Common, command: &str, existing: bool) -> Result<Sqli
         .with_context(|| format!("opening the store in {}", data_dir.display()))
 }
 
+/// The store the command line selects for the service: the embedded one in `--data-dir`,
+/// or PostgreSQL at `--database-url`.
+struct ServiceStore {
+    store: Arc<dyn Store>,
+    /// Where it is, for messages (`the store in …`), and the flag that selects it.
+    place: String,
+    flag: String,
+    /// Records by state for `/metrics`.
+    counts: metrics::StateCounter,
+}
+
+/// Opens the store `common` selects; `existing`: refuse to create an embedded one.
+fn service_store(common: &Common, existing: bool) -> Result<ServiceStore> {
+    if let Some(url) = common.database_url.as_deref().filter(|u| !u.is_empty()) {
+        let store = Arc::new(PgStore::connect(url).context("opening the PostgreSQL store")?);
+        tracing::info!(database = %store.target(), "store open");
+        let place = format!("PostgreSQL at {}", store.target());
+        let counted = store.clone();
+        return Ok(ServiceStore {
+            store,
+            place,
+            flag: "--database-url <url>".into(),
+            counts: Arc::new(move |now| counted.state_counts(None, now)),
+        });
+    }
+    let data_dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
+    if existing && !data_dir.join("spine.db").is_file() {
+        bail!("no Spine store in {} (no spine.db there): check --data-dir", data_dir.display());
+    }
+    let store = Arc::new(
+        SqliteStore::open(&data_dir)
+            .with_context(|| format!("opening the store in {}", data_dir.display()))?,
+    );
+    tracing::info!(db = %store.path().display(), "store open");
+    let counted = store.clone();
+    Ok(ServiceStore {
+        place: data_dir.display().to_string(),
+        flag: format!("--data-dir {}", data_dir.display()),
+        counts: Arc::new(move |now| counted.state_counts(None, now)),
+        store: {
+            let warm = store.clone();
+            std::thread::Builder::new().name("index-load".into()).spawn(move || {
+                if let Err(e) = warm.warm_index() {
+                    tracing::warn!(error = %e, "loading the search index failed; the first search retries");
+                }
+            })?;
+            store
+        },
+    })
+}
+
 /// Opens the store and starts the model loading; fails with an actionable message.
 fn build_service(common: &Common) -> Result<Service> {
     build_service_and_store(common).map(|(service, _)| service)
 }
 
-/// [`build_service`], and the store for the operator-level reads of `/metrics`.
-fn build_service_and_store(
-    common: &Common,
-) -> Result<(Service, Arc<dyn spine_ops::OperatorStore>)> {
-    if let Some(url) = &common.database_url {
-        bail!(
-            "--database-url ({}) is not supported by this version of spine yet; \
-             omit it to use the embedded store in --data-dir",
-            url.split('@').next_back().unwrap_or("")
-        );
-    }
+/// [`build_service`], and the records-by-state count of `/metrics`.
+fn build_service_and_store(common: &Common) -> Result<(Service, metrics::StateCounter)> {
     let limits = common.limits.limits();
     let rerank = common.rerank.config()?;
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
     let embedder = embedder::build(&common.embedder, &model_dir)?;
-    let data_dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
-    let store = SqliteStore::open(&data_dir)
-        .with_context(|| format!("opening the store in {}", data_dir.display()))?;
-    let models = store.embedder_models().context("reading the embedder stamps of the store")?;
-    embedder::check_identity(&models, embedder.as_ref(), &common.embedder, &data_dir)?;
-    tracing::info!(db = %store.path().display(), model = %model_dir.display(), "store open");
-    let store = Arc::new(store);
-    let warm = store.clone();
-    std::thread::Builder::new().name("index-load".into()).spawn(move || {
-        if let Err(e) = warm.warm_index() {
-            tracing::warn!(error = %e, "loading the search index failed; the first search retries");
-        }
-    })?;
-    let operator: Arc<dyn spine_ops::OperatorStore> = store.clone();
-    let mut service = Service::new(store, embedder, Arc::new(SystemClock), limits)
+    let opened = service_store(common, false)?;
+    let models =
+        opened.store.embedder_models().context("reading the embedder stamps of the store")?;
+    embedder::check_identity(
+        &models,
+        embedder.as_ref(),
+        &common.embedder,
+        &opened.place,
+        &opened.flag,
+    )?;
+    tracing::info!(model = %model_dir.display(), "model directory");
+    let mut service = Service::new(opened.store, embedder, Arc::new(SystemClock), limits)
         .with_similar_threshold(common.limits.similar_threshold.0);
     if let Some(config) = rerank {
         tracing::info!(url = %config.url, model = ?config.model, "reranking search results (--search-ranker jev)");
         let reranker = HttpReranker::new(config).context("setting up the reranker")?;
         service = service.with_reranker(Arc::new(reranker));
     }
-    Ok((service, operator))
+    Ok((service, opened.counts))
 }
 
 /// The token verifier when OIDC is configured.
@@ -319,16 +361,22 @@ async fn spine_review(common: Common, args: ops::review::ReviewArgs) -> Result<(
 /// embedder loaded only when `needs_model` (a prompt is embedded; a digest embeds nothing),
 /// no reranker (a hook must be quick).
 fn hook_service(common: &Common, needs_model: bool) -> Result<Service> {
-    let store = operator_store(common, "hook", true)?;
+    let opened = service_store(common, true)?;
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
     let embedder = embedder::build_with(&common.embedder, &model_dir, needs_model)?;
     if needs_model {
-        let models = store.embedder_models().context("reading the embedder stamps of the store")?;
-        let data_dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
-        embedder::check_identity(&models, embedder.as_ref(), &common.embedder, &data_dir)?;
+        let models =
+            opened.store.embedder_models().context("reading the embedder stamps of the store")?;
+        embedder::check_identity(
+            &models,
+            embedder.as_ref(),
+            &common.embedder,
+            &opened.place,
+            &opened.flag,
+        )?;
     }
     let limits = common.limits.limits();
-    Ok(Service::new(Arc::new(store), embedder, Arc::new(SystemClock), limits))
+    Ok(Service::new(opened.store, embedder, Arc::new(SystemClock), limits))
 }
 
 /// `spine hook <event>`: prints the context for the agent, or nothing; never fails.

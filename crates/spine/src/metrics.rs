@@ -10,11 +10,15 @@ use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use axum::routing::get;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use spine_core::{Clock, SystemClock};
-use spine_ops::OperatorStore;
+use spine_core::{Clock, SystemClock, Timestamp};
+use spine_ops::review::StateCounts;
+
+/// Counts the records by state, per scope, at a time (whichever backend the server runs on).
+pub type StateCounter =
+    Arc<dyn Fn(Timestamp) -> Result<Vec<StateCounts>, spine_store::StoreError> + Send + Sync>;
 
 /// Installs the process-wide recorder and returns the `/metrics` route.
-pub fn router(store: Arc<dyn OperatorStore>) -> Result<Router> {
+pub fn router(store: StateCounter) -> Result<Router> {
     // Latency buckets from a cached read (~1 ms) to a slow write under load (10 s).
     let buckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
     let handle = PrometheusBuilder::new()
@@ -28,9 +32,8 @@ pub fn router(store: Arc<dyn OperatorStore>) -> Result<Router> {
 
 /// Counts the records by state (a full pass over the store's state columns), then renders
 /// every metric.
-async fn render(handle: PrometheusHandle, store: Arc<dyn OperatorStore>) -> impl IntoResponse {
-    let counted =
-        tokio::task::spawn_blocking(move || store.state_counts(None, SystemClock.now())).await;
+async fn render(handle: PrometheusHandle, store: StateCounter) -> impl IntoResponse {
+    let counted = tokio::task::spawn_blocking(move || store(SystemClock.now())).await;
     match counted {
         Ok(Ok(per_scope)) => {
             let mut total = spine_ops::review::StateCounts::default();

@@ -1,0 +1,261 @@
+//! The scale-out backend: PostgreSQL with pgvector, shared by many stateless Spine nodes.
+//!
+//! - **Same contract.** [`PgStore`] implements [`crate::Store`] with the semantics of the
+//!   SQLite backend: the owner predicate inside every read query, the recall gate as SQL,
+//!   supersession and archiving in one transaction each.
+//! - **One row per record.** The payload (`body`, jsonb) is the source of truth; the columns
+//!   queries filter on, the tags (`text[]`, GIN-indexed) and the vector (`vector`, with the
+//!   embedder's id and dimension count) sit beside it in the same row, rewritten with it.
+//! - **Vector search on the database.** An HNSW index per dimension count
+//!   (`(vec::vector(D)) vector_cosine_ops WHERE dims = D`), created when the first vector of
+//!   that size arrives; `hnsw.iterative_scan` is set per transaction (`SET LOCAL`), never on a
+//!   pooled connection, so filters stay exact without leaking settings between callers.
+//! - **Nothing a node keeps matters to another.** Every read goes to the database; the only
+//!   per-node state is the connection pool and which HNSW indexes it has already ensured.
+//! - **Synchronous callers.** The store trait is synchronous (the service runs on blocking
+//!   threads); the async client runs on a small runtime the store owns, and each call blocks
+//!   on it.
+//! - **Migrations** are numbered in code and applied at open inside one transaction that
+//!   holds an advisory lock, so nodes starting at once apply each step exactly once.
+
+mod query;
+mod schema;
+mod store;
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::NoTls;
+
+use crate::{Result, StoreError};
+
+/// The advisory lock key that serialises migrations and index creation across nodes
+/// ("spine" in ASCII).
+const LOCK_KEY: i64 = 0x0073_7069_6e65;
+
+/// How long a call waits for a connection (and a new connection for the server) before it
+/// fails as unavailable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections per node.
+const POOL_SIZE: usize = 16;
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        match e.as_db_error() {
+            Some(db) => StoreError::Postgres(format!("{} ({})", db.message(), db.code().code())),
+            // No server error: the connection failed or closed.
+            None => StoreError::Unavailable(format!("the database connection failed: {e}")),
+        }
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for StoreError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        match e {
+            deadpool_postgres::PoolError::Backend(e) => e.into(),
+            e => StoreError::Unavailable(format!("no database connection: {e}")),
+        }
+    }
+}
+
+/// PostgreSQL-backed [`crate::Store`].
+pub struct PgStore {
+    /// `None` only while dropping (the runtime is shut down in the background).
+    rt: Option<tokio::runtime::Runtime>,
+    pool: Pool,
+    /// Where the database is, for messages (no password).
+    target: String,
+    /// The dimension counts whose HNSW index this node has made sure of.
+    vector_indexes: Mutex<HashSet<usize>>,
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl PgStore {
+    /// Connects to the database at `url` (`postgres://user[:password]@host[:port]/db`),
+    /// checks it answers, and applies pending migrations. Fails within seconds, naming the
+    /// host and the cause, when the database cannot be reached.
+    pub fn connect(url: &str) -> Result<Self> {
+        let mut config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|e| StoreError::Io(format!("--database-url is not a PostgreSQL URL: {e}")))?;
+        config.connect_timeout(CONNECT_TIMEOUT);
+        config.application_name("spine");
+        let target = describe(&config);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("spine-postgres")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Io(format!("starting the database runtime: {e}")))?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(CONNECT_TIMEOUT))
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|e| StoreError::Io(format!("setting up the connection pool: {e}")))?;
+        let store =
+            PgStore { rt: Some(rt), pool, target, vector_indexes: Mutex::new(HashSet::new()) };
+        store.migrate().map_err(|e| match e {
+            StoreError::Unavailable(m) => {
+                StoreError::Unavailable(format!("cannot reach PostgreSQL at {}: {m}", store.target))
+            }
+            e => e,
+        })?;
+        Ok(store)
+    }
+
+    /// Where the database is (`host:port/db`), without credentials.
+    pub fn target(&self) -> &str {
+        &self.target
+    }
+
+    /// Runs `f` to completion on the store's runtime, from any thread that may block.
+    pub(crate) fn block<F: Future>(&self, f: F) -> F::Output {
+        let rt = self.rt.as_ref().expect("the runtime lives as long as the store");
+        match tokio::runtime::Handle::try_current() {
+            // On a worker thread of a multi-threaded runtime (or one of its blocking
+            // threads): hand the worker's other tasks elsewhere while this one waits.
+            Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| rt.block_on(f))
+            }
+            _ => rt.block_on(f),
+        }
+    }
+
+    fn migrate(&self) -> Result<()> {
+        self.block(async {
+            let mut client = self.pool.get().await?;
+            let tx = client.transaction().await?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY]).await?;
+            tx.batch_execute(
+                "CREATE TABLE IF NOT EXISTS spine_migrations (
+                    step integer PRIMARY KEY,
+                    applied_at timestamptz NOT NULL DEFAULT now()
+                )",
+            )
+            .await?;
+            let applied: i32 =
+                tx.query_one("SELECT coalesce(max(step), 0) FROM spine_migrations", &[]).await?.get(0);
+            let applied = usize::try_from(applied).unwrap_or(0);
+            if applied > schema::MIGRATIONS.len() {
+                return Err(StoreError::Io(format!(
+                    "the database at {} was written by a newer spine (schema {applied}, this binary knows {}); upgrade spine",
+                    self.target,
+                    schema::MIGRATIONS.len()
+                )));
+            }
+            for (i, step) in schema::MIGRATIONS.iter().enumerate().skip(applied) {
+                tx.batch_execute(step).await?;
+                tx.execute("INSERT INTO spine_migrations (step) VALUES ($1)", &[&((i + 1) as i32)])
+                    .await?;
+                tracing::info!(step = i + 1, "applied store migration");
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    /// Makes sure the HNSW index for vectors of `dims` dimensions exists (built once, by
+    /// whichever node first stores or searches such a vector).
+    pub(crate) fn ensure_vector_index(&self, dims: usize) -> Result<()> {
+        if self.vector_indexes.lock().unwrap_or_else(|p| p.into_inner()).contains(&dims) {
+            return Ok(());
+        }
+        self.block(async {
+            let mut client = self.pool.get().await?;
+            let tx = client.transaction().await?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY]).await?;
+            tx.batch_execute(&format!(
+                "CREATE INDEX IF NOT EXISTS memories_vec_hnsw_{dims} ON memories
+                 USING hnsw ((vec::vector({dims})) vector_cosine_ops) WHERE dims = {dims}"
+            ))
+            .await?;
+            tx.commit().await?;
+            Ok::<_, StoreError>(())
+        })?;
+        self.vector_indexes.lock().unwrap_or_else(|p| p.into_inner()).insert(dims);
+        Ok(())
+    }
+}
+
+/// `host:port/db` of a connection config, for messages.
+fn describe(config: &tokio_postgres::Config) -> String {
+    let host = config
+        .get_hosts()
+        .first()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(h) => h.clone(),
+            #[cfg(unix)]
+            tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+        })
+        .unwrap_or_else(|| "localhost".into());
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    format!("{host}:{port}/{}", config.get_dbname().unwrap_or("postgres"))
+}
+
+impl PgStore {
+    /// Records by state, per scope (every scope, or `scope`), at `now`; the same counts as
+    /// the SQLite backend's `ReviewStore::state_counts`.
+    pub fn state_counts(
+        &self,
+        scope: Option<&spine_core::Scope>,
+        now: spine_core::Timestamp,
+    ) -> Result<Vec<crate::StateCounts>> {
+        // Mirrors `StateMarkers::derive`: half-open window, expired suppressing scheduled.
+        let not_expired = "(m.not_after IS NULL OR m.not_after > $1)";
+        let scheduled =
+            format!("({not_expired} AND m.not_before IS NOT NULL AND m.not_before > $1)");
+        let sql = format!(
+            "SELECT m.scope, count(*),
+                count(*) FILTER (WHERE m.archived_at IS NULL AND m.superseded_by IS NULL
+                    AND {not_expired} AND NOT {scheduled}),
+                count(*) FILTER (WHERE m.archived_at IS NOT NULL),
+                count(*) FILTER (WHERE m.superseded_by IS NOT NULL),
+                count(*) FILTER (WHERE NOT {not_expired}),
+                count(*) FILTER (WHERE {scheduled})
+             FROM memories m WHERE $2::text IS NULL OR m.scope = $2
+             GROUP BY m.scope ORDER BY m.scope"
+        );
+        let now = now.to_epoch_seconds().as_secs();
+        let scope = scope.map(|s| s.as_str().to_owned());
+        let rows = self.block(async {
+            let client = self.pool.get().await?;
+            Ok::<_, StoreError>(client.query(&sql, &[&now, &scope]).await?)
+        })?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let n = |i: usize| r.get::<_, i64>(i) as u64;
+                let (records, active) = (n(1), n(2));
+                crate::StateCounts {
+                    scope: r.get(0),
+                    records,
+                    active,
+                    hidden: records - active,
+                    archived: n(3),
+                    superseded: n(4),
+                    expired: n(5),
+                    scheduled: n(6),
+                }
+            })
+            .collect())
+    }
+}

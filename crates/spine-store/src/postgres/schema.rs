@@ -1,0 +1,51 @@
+//! The PostgreSQL schema: migrations applied in order at connect, under an advisory lock;
+//! `spine_migrations` records which ran. Append only: never edit a step that has shipped.
+
+pub(super) const MIGRATIONS: &[&str] = &[
+    // 1: records (payload, filter columns, tags, vector in one row), supersede_memory
+    // idempotency keys, the extract-before-delete gate of `spine-review purge`.
+    //
+    // Text columns compared or ordered by the store use the "C" collation: ids, scopes and
+    // tags then sort bytewise, as on SQLite, whatever the database's locale. `short_id` is
+    // unique: two nodes minting the same one cannot both commit it. Times: created_at in
+    // microseconds, the window and archived_at in seconds (as the payload has them).
+    r#"CREATE EXTENSION IF NOT EXISTS vector;
+    CREATE TABLE memories (
+        id text COLLATE "C" PRIMARY KEY,
+        short_id text COLLATE "C" NOT NULL UNIQUE,
+        owner text COLLATE "C",
+        visibility text NOT NULL,
+        scope text COLLATE "C" NOT NULL,
+        category text NOT NULL,
+        kind text,
+        created_at bigint NOT NULL,
+        not_before bigint,
+        not_after bigint,
+        archived_at bigint,
+        superseded_by text COLLATE "C",
+        tags text[] COLLATE "C" NOT NULL DEFAULT '{}',
+        body jsonb NOT NULL,
+        model text,
+        dims integer,
+        vec vector
+    );
+    CREATE INDEX memories_scope_recent ON memories (scope, created_at DESC, id DESC);
+    CREATE INDEX memories_recent ON memories (created_at DESC, id DESC);
+    CREATE INDEX memories_owner_scope ON memories (owner, scope);
+    CREATE INDEX memories_tags ON memories USING gin (tags);
+    CREATE INDEX memories_model ON memories (model);
+    CREATE TABLE idempotency (
+        owner text NOT NULL,
+        key text NOT NULL,
+        fingerprint text NOT NULL,
+        id text NOT NULL,
+        short_id text NOT NULL,
+        PRIMARY KEY (owner, key)
+    );
+    CREATE TABLE exported (
+        id text COLLATE "C" PRIMARY KEY,
+        digest text NOT NULL,
+        exported_at bigint NOT NULL,
+        file text NOT NULL
+    );"#,
+];
