@@ -8,7 +8,7 @@ use spine_core::{
 use spine_embed::Embedder;
 use spine_service::args::*;
 use spine_service::views::Stored;
-use spine_store::{Access, Embedding, Filter, Gate, ScopeFilter, Store};
+use spine_store::{Access, Embedding, Filter, Gate, ScopeFilter};
 
 use crate::common::*;
 

@@ -6,7 +6,7 @@ use crate::common::*;
 use serde_json::{Value, json};
 use spine_core::{Caller, ErrorCode, Hint, IdRef};
 use spine_service::views::Stored;
-use spine_store::{Access, Store};
+use spine_store::Access;
 
 const SCOPE: &str = "run1:project:spine";
 

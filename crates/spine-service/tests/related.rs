@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use spine_core::{Caller, ErrorCode, Hint, Memory, RecordId, ShortId};
 use spine_embed::Embedder;
 use spine_service::views::Stored;
-use spine_store::{Access, Embedding, Store};
+use spine_store::{Access, Embedding};
 
 use crate::common::*;
 

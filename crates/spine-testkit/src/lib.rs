@@ -1,6 +1,6 @@
 //! Test fixtures for Spine: an OIDC identity provider on loopback, scripted model providers
 //! ([`provider::FakeProvider`]) for the outbound HTTP clients, and record fixtures
-//! ([`records::record`]).
+//! ([`records::record`]), and fresh PostgreSQL databases ([`postgres::fresh_database`]).
 //!
 //! [`TestIssuer`] serves a discovery document and a JWKS from `127.0.0.1`, with one RSA-2048
 //! (RS256), one P-256 (ES256) and one Ed25519 (EdDSA) key generated per run, and mints tokens
@@ -12,6 +12,7 @@
 //! dev-dependency only; nothing in it is fit for production use.
 #![deny(missing_docs)]
 
+pub mod postgres;
 pub mod provider;
 pub mod records;
 

@@ -1,5 +1,10 @@
 //! Shared set-up for the service tests: the real model (loaded once per test binary), a
-//! fresh SQLite store in a temporary directory, a ManualClock, and callers.
+//! fresh store, a ManualClock, and callers.
+//!
+//! The store is SQLite in a temporary directory, or, with `SPINE_TEST_BACKEND=postgres`, a
+//! fresh database on the PostgreSQL server `SPINE_TEST_DATABASE_URL` names: every test here
+//! is the store contract's conformance suite on both backends (`scripts/test.sh` runs it
+//! twice when a server is there).
 #![allow(dead_code)]
 
 use std::sync::{Arc, OnceLock};
@@ -9,7 +14,8 @@ use spine_core::{Caller, Limits, ManualClock, Timestamp};
 use spine_embed::BuiltinEmbedder;
 use spine_service::Service;
 use spine_service::args::parse_args;
-use spine_store::SqliteStore;
+use spine_store::{PgStore, SqliteStore, Store};
+use spine_testkit::postgres::FreshDatabase;
 use tempfile::TempDir;
 
 pub const T0: i64 = 1_800_000_000; // 2027-01-15T08:00:00Z
@@ -29,8 +35,10 @@ pub fn embedder() -> Arc<BuiltinEmbedder> {
 pub struct Env {
     pub service: Service,
     pub clock: Arc<ManualClock>,
-    pub store: Arc<SqliteStore>,
+    pub store: Arc<dyn Store>,
     pub _dir: TempDir,
+    /// Dropped last: the service's connections close before the database goes.
+    pub _db: Option<FreshDatabase>,
 }
 
 impl Env {
@@ -46,10 +54,28 @@ pub fn env() -> Env {
 
 pub fn env_with(limits: Limits) -> Env {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(SqliteStore::open(dir.path()).unwrap());
+    let (store, db) = store(&dir);
     let clock = Arc::new(ManualClock::new(Timestamp::from_micros(T0 * 1_000_000)));
     let service = Service::new(store.clone(), embedder(), clock.clone(), limits);
-    Env { service, clock, store, _dir: dir }
+    Env { service, clock, store, _dir: dir, _db: db }
+}
+
+/// Whether these tests run on PostgreSQL (`SPINE_TEST_BACKEND=postgres`).
+pub fn postgres() -> bool {
+    std::env::var("SPINE_TEST_BACKEND").as_deref() == Ok("postgres")
+}
+
+/// The backend `SPINE_TEST_BACKEND` selects (`sqlite`, the default, or `postgres`), fresh.
+pub fn store(dir: &TempDir) -> (Arc<dyn Store>, Option<FreshDatabase>) {
+    match postgres() {
+        true => {
+            let db = spine_testkit::postgres::fresh_database()
+                .expect("SPINE_TEST_BACKEND=postgres needs SPINE_TEST_DATABASE_URL");
+            let store = PgStore::connect(&db.url).expect("connecting to the test database");
+            (Arc::new(store), Some(db))
+        }
+        false => (Arc::new(SqliteStore::open(dir.path()).unwrap()), None),
+    }
 }
 
 pub fn args<T: serde::de::DeserializeOwned + schemars::JsonSchema>(v: Value) -> T {
