@@ -68,6 +68,10 @@ pub struct HttpOptions {
     pub session_idle_timeout: Duration,
     /// The most sessions open at once; further `initialize` requests get `503`.
     pub max_sessions: usize,
+    /// Serve every MCP request on its own, with no session (any node behind a load
+    /// balancer can answer any request); clients of protocol 2026-07-28 and later are
+    /// served this way regardless.
+    pub stateless: bool,
 }
 
 impl Default for HttpOptions {
@@ -78,13 +82,15 @@ impl Default for HttpOptions {
             verifier: None,
             session_idle_timeout: DEFAULT_SESSION_IDLE_TIMEOUT,
             max_sessions: DEFAULT_MAX_SESSIONS,
+            stateless: false,
         }
     }
 }
 
 /// The axum router serving `/mcp`, `/healthz` and, with OIDC, the resource metadata.
 pub fn http_router(service: Service, options: HttpOptions) -> Router {
-    let mut config = StreamableHttpServerConfig::default();
+    let mut config =
+        StreamableHttpServerConfig::default().with_legacy_session_mode(!options.stateless);
     let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|s| s.to_string()).collect();
     hosts.extend(options.allowed_hosts);
     config = config.with_allowed_hosts(hosts.clone());

@@ -75,6 +75,10 @@ pub enum Command {
         /// The most MCP sessions open at once; beyond it `initialize` is answered 503.
         #[arg(long, env = "SPINE_MAX_SESSIONS", default_value_t = spine_server::DEFAULT_MAX_SESSIONS, value_parser = clap::value_parser!(u64).range(1..).map(|n| n as usize))]
         max_sessions: usize,
+        /// Answer every MCP request on its own, without sessions, so that any of several
+        /// nodes behind a load balancer can serve any request (docs/operations.md).
+        #[arg(long, env = "SPINE_STATELESS")]
+        stateless: bool,
     },
     /// Re-embed records whose vector is missing or from another embedder.
     ///

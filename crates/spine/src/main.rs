@@ -181,6 +181,7 @@ async fn main() -> Result<()> {
             allowed_origins,
             session_idle_timeout,
             max_sessions,
+            stateless,
         } => {
             if session_idle_timeout.is_zero() {
                 bail!("--session-idle-timeout must be above zero (e.g. 30m)");
@@ -191,6 +192,7 @@ async fn main() -> Result<()> {
                 verifier,
                 session_idle_timeout,
                 max_sessions,
+                stateless,
             };
             serve(&common, listen, metrics_listen, options).await
         }

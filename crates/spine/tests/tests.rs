@@ -9,6 +9,7 @@ mod e2e;
 mod hook;
 mod install;
 mod notes;
+mod postgres;
 mod reindex;
 mod review;
 mod summarize;

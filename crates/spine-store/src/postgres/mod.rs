@@ -47,8 +47,16 @@ impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> Self {
         match e.as_db_error() {
             Some(db) => StoreError::Postgres(format!("{} ({})", db.message(), db.code().code())),
-            // No server error: the connection failed or closed.
-            None => StoreError::Unavailable(format!("the database connection failed: {e}")),
+            // No server error: the connection failed or closed; say why.
+            None => {
+                let mut cause = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    cause.push_str(&format!(": {s}"));
+                    source = s.source();
+                }
+                StoreError::Unavailable(format!("the database connection failed: {cause}"))
+            }
         }
     }
 }

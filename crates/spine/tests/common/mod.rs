@@ -20,7 +20,7 @@ pub type Client = RunningService<RoleClient, ()>;
 
 pub async fn stdio_client(data: &std::path::Path) -> Client {
     let mut cmd = tokio::process::Command::new(SPINE);
-    cmd.arg("mcp").arg("--data-dir").arg(data);
+    cmd.arg("mcp").arg("--data-dir").arg(data).env_remove("SPINE_DATABASE_URL");
     // The builder, unlike `new`, lets the server's logs go somewhere other than the test's.
     let (transport, _) =
         TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().expect("spawn spine mcp");
@@ -127,6 +127,7 @@ pub async fn start_http_in(dir: TempDir, extra: &[&str]) -> Server {
         .arg(dir.path())
         .args(extra)
         .env_remove("SPINE_OIDC_ISSUER")
+        .env_remove("SPINE_DATABASE_URL")
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()

@@ -1,0 +1,142 @@
+//! Two `spine serve` nodes on one PostgreSQL database (`--database-url`, `--stateless`):
+//! what one writes the other reads and finds at once, a supersession race between them has
+//! one winner, MCP requests of one client may land on either node, and a node killed leaves
+//! the other serving. Needs the server `SPINE_TEST_DATABASE_URL` names (scripts/test.sh
+//! starts one); skipped without it outside CI. Start-up against an unreachable database needs
+//! no server and always runs.
+
+use std::time::{Duration, Instant};
+
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::{Value, json};
+use spine_testkit::postgres::{FreshDatabase, fresh_database};
+use tempfile::TempDir;
+
+use crate::common::*;
+
+const SCOPE: &str = "team:project:shared";
+
+async fn node(db: &FreshDatabase) -> Server {
+    start_http_in(TempDir::new().unwrap(), &["--database-url", &db.url, "--stateless"]).await
+}
+
+async fn client(server: &Server) -> Client {
+    let transport = StreamableHttpClientTransport::from_uri(format!("http://{}/mcp", server.addr));
+    rmcp::ServiceExt::serve((), transport).await.expect("initialize over HTTP")
+}
+
+fn record(content: &str) -> Value {
+    json!({"content": content, "scope": SCOPE, "source": "user-said", "category": "decision"})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_share_one_database() {
+    let Some(db) = fresh_database() else {
+        eprintln!("skipped: no PostgreSQL (SPINE_TEST_DATABASE_URL)");
+        return;
+    };
+    let (mut a, mut b) = (node(&db).await, node(&db).await);
+    let (on_a, on_b) = (client(&a).await, client(&b).await);
+
+    // Written on A, read, listed and found on B at once.
+    let stored = ok(call(
+        &on_a,
+        "store_memory",
+        record("Releases are cut from the main branch every Thursday."),
+    )
+    .await);
+    ok(call(&on_a, "store_memory", record("The staging database is reset every night at 02:00."))
+        .await);
+    let id = stored["id"].as_str().unwrap();
+    let got = ok(call(&on_b, "get_memory", json!({"id": stored["short_id"]})).await);
+    assert_eq!(got["id"], stored["id"]);
+    let found = ok(call(
+        &on_b,
+        "search_memory",
+        json!({"query": "when do we cut a release", "scope": SCOPE}),
+    )
+    .await);
+    assert_eq!(found["memories"][0]["id"], stored["id"], "{found}");
+    let listed = ok(call(&on_b, "list_memory", json!({"scope": SCOPE})).await);
+    assert_eq!(listed["memories"].as_array().unwrap().len(), 2, "{listed}");
+
+    // A supersession race between the nodes: exactly one wins, the other is told the target
+    // is already superseded (SPEC supersede_memory), and the chain has one head.
+    for round in 0..4 {
+        let target =
+            ok(call(&on_a, "store_memory", record(&format!("Deploy window, version {round}.")))
+                .await);
+        let args = |who: &str| {
+            let mut r = record(&format!("Deploy window, corrected by {who} in round {round}."));
+            r["supersedes"] = json!([target["id"]]);
+            r
+        };
+        let (ra, rb) = tokio::join!(
+            call(&on_a, "supersede_memory", args("a")),
+            call(&on_b, "supersede_memory", args("b"))
+        );
+        let outcomes = [ra.is_error == Some(true), rb.is_error == Some(true)];
+        assert_eq!(
+            outcomes.iter().filter(|failed| **failed).count(),
+            1,
+            "round {round}: one winner"
+        );
+        let loser = if outcomes[0] { err(ra) } else { err(rb) };
+        assert_eq!(
+            (loser["code"].as_str(), loser["hint"].as_str()),
+            (Some("failed_precondition"), Some("already_superseded")),
+            "{loser}"
+        );
+        let old = ok(call(&on_b, "get_memory", json!({"id": target["id"]})).await);
+        assert!(old["superseded_by"].is_string(), "{old}");
+    }
+
+    // One client's requests may land on either node (no session to find).
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "lb", "version": "0"}}});
+    let post = |addr: &str, body: Value| {
+        reqwest::Client::new()
+            .post(format!("http://{addr}/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&body)
+            .send()
+    };
+    let r = post(&a.addr, init).await.unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    assert!(r.headers().get("mcp-session-id").is_none(), "a stateless node issues no session");
+    let call_b = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "get_memory", "arguments": {"id": id}}});
+    let r = post(&b.addr, call_b).await.unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    assert!(r.text().await.unwrap().contains(id), "B answered the request A's client sent");
+
+    // A node killed: the other keeps serving.
+    on_a.cancel().await.ok();
+    a.child.kill().await.unwrap();
+    let after = ok(call(&on_b, "store_memory", record("Written while node A was down.")).await);
+    let found =
+        ok(call(&on_b, "search_memory", json!({"query": "node A down", "scope": SCOPE})).await);
+    assert_eq!(found["memories"][0]["id"], after["id"], "{found}");
+    on_b.cancel().await.ok();
+    b.child.kill().await.unwrap();
+}
+
+/// A database that cannot be reached stops start-up within seconds, with a message naming
+/// the host and the cause.
+#[tokio::test]
+async fn an_unreachable_database_stops_start_up_with_the_host_and_cause() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = TempDir::new().unwrap();
+    let url = format!("postgres://spine@127.0.0.1:{port}/spine");
+    let started = Instant::now();
+    let run =
+        spine(dir.path(), &["serve", "--listen", "127.0.0.1:0", "--database-url", &url]).await;
+    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    assert!(!run.ok);
+    assert!(run.stderr.contains(&format!("127.0.0.1:{port}/spine")), "{}", run.stderr);
+    assert!(run.stderr.to_lowercase().contains("refused"), "the cause: {}", run.stderr);
+    let bad = spine(dir.path(), &["mcp", "--database-url", "mysql://nope"]).await;
+    assert!(!bad.ok);
+    assert!(bad.stderr.contains("--database-url"), "{}", bad.stderr);
+}
