@@ -8,9 +8,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // Text columns compared or ordered by the store use the "C" collation: ids, scopes and
     // tags then sort bytewise, as on SQLite, whatever the database's locale. `short_id` is
     // unique: two nodes minting the same one cannot both commit it. Times: created_at in
-    // microseconds, the window and archived_at in seconds (as the payload has them).
+    // microseconds, the window and archived_at in seconds (as the payload has them). `rowid`
+    // numbers records in insertion order, as SQLite's rowid does, for the operator
+    // commands' paging (verify, migrate).
     r#"CREATE EXTENSION IF NOT EXISTS vector;
     CREATE TABLE memories (
+        rowid bigint GENERATED ALWAYS AS IDENTITY UNIQUE,
         id text COLLATE "C" PRIMARY KEY,
         short_id text COLLATE "C" NOT NULL UNIQUE,
         owner text COLLATE "C",
