@@ -18,7 +18,7 @@
 
 mod review;
 
-use spine_core::{EpochSeconds, Memory, RecordId, Scope, Timestamp};
+use spine_core::{EpochSeconds, Memory, RecordId, SCHEMA_VERSION, Scope, Timestamp};
 
 pub(crate) use review::dedup;
 pub use review::{
@@ -272,6 +272,59 @@ pub struct MigratePage {
     pub newer: u64,
     /// Records left alone because re-encoding would drop data: id and the reason.
     pub kept: Vec<(String, String)>,
+}
+
+impl MigratePage {
+    /// Looks at the record `id` stored as `body` (SPEC Versioning 2–7): counts it, or
+    /// reports it kept, and returns the payload to store instead when it is to be migrated.
+    pub(crate) fn consider(&mut self, id: String, body: &str) -> Result<Option<String>> {
+        let mut m: Memory = match serde_json::from_str(body) {
+            Ok(m) => m,
+            Err(e) => {
+                self.kept.push((id, format!("payload does not decode: {e}")));
+                return Ok(None);
+            }
+        };
+        if m.schema_version > SCHEMA_VERSION {
+            self.newer += 1;
+            return Ok(None);
+        }
+        if m.schema_version == SCHEMA_VERSION {
+            self.current += 1;
+            return Ok(None);
+        }
+        m.schema_version = SCHEMA_VERSION;
+        let migrated =
+            serde_json::to_string(&m).map_err(|e| crate::StoreError::Corrupt(e.to_string()))?;
+        let dropped = dropped_keys(body, &migrated);
+        if !dropped.is_empty() {
+            self.kept.push((id, format!("re-encoding would drop {}", dropped.join(", "))));
+            return Ok(None);
+        }
+        self.migrated.push(m.id);
+        Ok(Some(migrated))
+    }
+}
+
+/// Top-level keys of `before` that hold a value (anything but null, "", [], {}, 0 or
+/// false) and are missing from `after`.
+fn dropped_keys(before: &str, after: &str) -> Vec<String> {
+    use serde_json::{Map, Value};
+    let parse = |s: &str| serde_json::from_str::<Map<String, Value>>(s).unwrap_or_default();
+    let (before, after) = (parse(before), parse(after));
+    let holds_value = |v: &Value| match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64() != Some(0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    };
+    before
+        .iter()
+        .filter(|(k, v)| holds_value(v) && !after.contains_key(*k))
+        .map(|(k, _)| k.clone())
+        .collect()
 }
 
 /// Which records lack a summary: in one scope or all, created at or before an instant.

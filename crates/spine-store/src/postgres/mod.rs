@@ -21,6 +21,8 @@
 mod query;
 mod schema;
 mod store;
+mod summaries;
+mod transfer;
 
 use std::collections::HashSet;
 use std::future::Future;

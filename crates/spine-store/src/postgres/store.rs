@@ -19,7 +19,7 @@ use crate::{
 
 /// `expr` (a jsonb payload) with `schema_version` raised to this binary's, never lowered
 /// (SPEC Versioning 2 and 4).
-fn stamp(expr: &str) -> String {
+pub(super) fn stamp(expr: &str) -> String {
     format!(
         "jsonb_set({expr}, '{{schema_version}}', to_jsonb(greatest(coalesce(({expr}->>'schema_version')::int, 0), {SCHEMA_VERSION})))"
     )
@@ -52,9 +52,8 @@ fn secs(v: Option<EpochSeconds>) -> Option<i64> {
     v.map(EpochSeconds::as_secs)
 }
 
-/// The parameters of [`upsert_sql`] for `m`.
-fn row_params(m: &Memory, embedding: Option<Embedding<'_>>) -> Result<Vec<Param>> {
-    let body = serde_json::to_string(m).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+/// The parameters of [`upsert_sql`] for `m`, whose payload is `body`.
+fn row_params(m: &Memory, body: String, embedding: Option<Embedding<'_>>) -> Vec<Param> {
     let mut tags: Vec<String> = Vec::with_capacity(m.tags.len());
     for t in &m.tags {
         if !tags.contains(t) {
@@ -82,14 +81,14 @@ fn row_params(m: &Memory, embedding: Option<Embedding<'_>>) -> Result<Vec<Param>
         p.push(Box::new(e.vector.len() as i32));
         p.push(Box::new(Vector::from(e.vector.to_vec())));
     }
-    Ok(p)
+    p
 }
 
 fn refs(p: &[Param]) -> Vec<&(dyn tokio_postgres::types::ToSql + Sync)> {
     p.iter().map(|p| p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync)).collect()
 }
 
-fn parse_id(id: &str) -> Result<RecordId> {
+pub(super) fn parse_id(id: &str) -> Result<RecordId> {
     RecordId::parse(id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))
 }
 
@@ -99,7 +98,18 @@ async fn write<C: GenericClient>(
     m: &Memory,
     embedding: Option<Embedding<'_>>,
 ) -> Result<()> {
-    let p = row_params(m, embedding)?;
+    let body = serde_json::to_string(m).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    write_body(client, m, body, embedding).await
+}
+
+/// Writes one record row whose payload is `body` (verbatim: an import) through `client`.
+pub(super) async fn write_body<C: GenericClient>(
+    client: &C,
+    m: &Memory,
+    body: String,
+    embedding: Option<Embedding<'_>>,
+) -> Result<()> {
+    let p = row_params(m, body, embedding);
     let stmt = client.prepare_cached(&upsert_sql(embedding.is_some())).await?;
     client.execute(&stmt, &refs(&p)).await?;
     Ok(())

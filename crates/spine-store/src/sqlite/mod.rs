@@ -5,7 +5,6 @@
 //! write that touches several tables runs in one transaction, so a crash leaves either the
 //! old or the new state, never a half-written record.
 
-mod gate;
 mod query;
 mod review;
 pub(crate) mod rows;
@@ -17,7 +16,7 @@ mod transfer;
 mod verify;
 
 pub(crate) use query::Where;
-pub(crate) use rows::{blob_to_vec, decode, encode, write_row, write_vector};
+pub(crate) use rows::{blob_to_vec, decode, write_row, write_vector};
 use schema::MIGRATIONS;
 use sync::sync_index;
 

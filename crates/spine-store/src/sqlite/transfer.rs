@@ -6,11 +6,19 @@
 //! interrupted run continues where it stopped. Every write is plain SQL on `memories` and
 //! `vectors`, so the `changes` triggers keep the search index of any server on the same
 //! data directory current; a delete cascades to the record's tags and vector.
+//!
+//! The extract-before-delete gate of `spine-review purge` (SPEC "Operator commands"): a
+//! record may be deleted for good only after `spine export` wrote it out, as it is now.
+//! `spine export` records each record it writes, with a digest of it, in the `exported`
+//! table (migration 7); the gate passes a record whose current digest equals the exported
+//! one, so a record edited after its export must be exported again. The digest
+//! ([`crate::record_digest`]) leaves out the access statistics: reading a record is not a
+//! change worth re-exporting for. (Tested on both backends in `tests/transfer.rs`.)
 
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
-use spine_core::{EpochSeconds, Memory, RecordId, SCHEMA_VERSION, Scope};
+use spine_core::{EpochSeconds, Memory, RecordId, Scope};
 
-use super::{SqliteStore, decode, encode, write_row, write_vector};
+use super::{SqliteStore, decode, write_row, write_vector};
 use crate::{
     ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, StoreError, StoredRecord,
     StoredVector, TransferStore, record_digest,
@@ -228,30 +236,9 @@ impl TransferStore for SqliteStore {
                 .collect::<Result<_, _>>()?;
             for (rowid, id, body) in rows {
                 page.last_rowid = Some(rowid);
-                let mut m = match decode(&body) {
-                    Ok(m) => m,
-                    Err(e) => {
-                        page.kept.push((id, format!("payload does not decode: {e}")));
-                        continue;
-                    }
-                };
-                if m.schema_version > SCHEMA_VERSION {
-                    page.newer += 1;
-                    continue;
+                if let Some(migrated) = page.consider(id, &body)? {
+                    update.execute(params![migrated, rowid])?;
                 }
-                if m.schema_version == SCHEMA_VERSION {
-                    page.current += 1;
-                    continue;
-                }
-                m.schema_version = SCHEMA_VERSION;
-                let migrated = encode(&m)?;
-                let dropped = dropped_keys(&body, &migrated);
-                if !dropped.is_empty() {
-                    page.kept.push((id, format!("re-encoding would drop {}", dropped.join(", "))));
-                    continue;
-                }
-                update.execute(params![migrated, rowid])?;
-                page.migrated.push(m.id);
             }
         }
         tx.commit()?;
@@ -301,32 +288,13 @@ impl TransferStore for SqliteStore {
     }
 }
 
-/// Top-level keys of `before` that hold a value (anything but null, "", [], {}, 0 or
-/// false) and are missing from `after`.
-fn dropped_keys(before: &str, after: &str) -> Vec<String> {
-    use serde_json::{Map, Value};
-    let parse = |s: &str| serde_json::from_str::<Map<String, Value>>(s).unwrap_or_default();
-    let (before, after) = (parse(before), parse(after));
-    let holds_value = |v: &Value| match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64() != Some(0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
-    };
-    before
-        .iter()
-        .filter(|(k, v)| holds_value(v) && !after.contains_key(*k))
-        .map(|(k, _)| k.clone())
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
 
     use super::*;
+    use crate::sqlite::rows::encode;
     use crate::{Embedding, Store};
+    use spine_core::SCHEMA_VERSION;
 
     fn record(content: &str) -> Memory {
         spine_testkit::records::record("a:project:x", content, "", 1_800_000_000)

@@ -1,0 +1,281 @@
+//! Bulk operator access on PostgreSQL: what `spine export`, `spine import`,
+//! `spine prune-expired` and `spine migrate` read and write, and the extract-before-delete
+//! gate's bookkeeping. The walks page by `rowid` (insertion order), as on SQLite.
+//!
+//! The payload is jsonb: an exported payload is the same JSON as the imported one, with
+//! PostgreSQL's key order and spacing (a record decodes to the same value, and keys a newer
+//! binary wrote are kept).
+
+use pgvector::Vector;
+use spine_core::{EpochSeconds, Memory, RecordId, Scope};
+use tokio_postgres::IsolationLevel;
+
+use super::PgStore;
+use super::query::decode;
+use super::store::{parse_id, write_body};
+use crate::{
+    ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, StoreError, StoredRecord,
+    StoredVector, TransferStore, record_digest,
+};
+
+impl TransferStore for PgStore {
+    fn count_records(&self, scope: Option<&Scope>) -> Result<u64> {
+        let scope = scope.map(|s| s.as_str().to_owned());
+        self.block(async {
+            let client = self.pool.get().await?;
+            let row = client
+                .query_one(
+                    "SELECT count(*) FROM memories WHERE $1::text IS NULL OR scope = $1",
+                    &[&scope],
+                )
+                .await?;
+            Ok(row.get::<_, i64>(0) as u64)
+        })
+    }
+
+    fn export_page(
+        &self,
+        scope: Option<&Scope>,
+        after: i64,
+        limit: usize,
+        vectors: bool,
+    ) -> Result<Vec<StoredRecord>> {
+        let scope = scope.map(|s| s.as_str().to_owned());
+        let rows = self.block(async {
+            let client = self.pool.get().await?;
+            Ok::<_, StoreError>(
+                client
+                    .query(
+                        "SELECT rowid, id, body::text, CASE WHEN $4 THEN model END, dims,
+                            CASE WHEN $4 THEN vec END
+                         FROM memories WHERE rowid > $1 AND ($2::text IS NULL OR scope = $2)
+                         ORDER BY rowid LIMIT $3",
+                        &[&after, &scope, &(limit as i64), &vectors],
+                    )
+                    .await?,
+            )
+        })?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                let model: Option<String> = r.get(3);
+                let vec: Option<Vector> = r.get(5);
+                let vector = match (model, vec) {
+                    (Some(model), Some(v)) => Some(StoredVector {
+                        model,
+                        dims: r.get::<_, Option<i32>>(4).unwrap_or(0) as usize,
+                        data: v.as_slice().iter().flat_map(|x| x.to_le_bytes()).collect(),
+                    }),
+                    _ => None,
+                };
+                StoredRecord { rowid: r.get(0), id: r.get(1), body: r.get(2), vector }
+            })
+            .collect())
+    }
+
+    fn ids_present(&self, ids: &[RecordId]) -> Result<Vec<bool>> {
+        let wanted: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+        let found: std::collections::HashSet<String> = self.block(async {
+            let client = self.pool.get().await?;
+            let rows =
+                client.query("SELECT id FROM memories WHERE id = ANY($1)", &[&wanted]).await?;
+            Ok::<_, StoreError>(rows.iter().map(|r| r.get::<_, String>(0)).collect())
+        })?;
+        Ok(wanted.iter().map(|id| found.contains(id)).collect())
+    }
+
+    fn import_batch(&self, records: &[ImportRecord<'_>]) -> Result<Vec<ImportOutcome>> {
+        let mut sizes: Vec<usize> =
+            records.iter().filter_map(|r| r.vector.map(|v| v.vector.len())).collect();
+        sizes.dedup();
+        for dims in sizes {
+            self.ensure_vector_index(dims)?;
+        }
+        self.block(async {
+            let mut client = self.pool.get().await?;
+            let tx = client.transaction().await?;
+            let mut out = Vec::with_capacity(records.len());
+            for r in records {
+                let id = r.memory.id.to_string();
+                if tx.query_opt("SELECT 1 FROM memories WHERE id = $1", &[&id]).await?.is_some() {
+                    out.push(ImportOutcome::Present);
+                    continue;
+                }
+                let holder = tx
+                    .query_opt(
+                        "SELECT id FROM memories WHERE short_id = $1",
+                        &[&r.memory.short_id.as_str()],
+                    )
+                    .await?;
+                if let Some(holder) = holder {
+                    out.push(ImportOutcome::ShortIdTaken(parse_id(holder.get(0))?));
+                    continue;
+                }
+                write_body(&tx, &r.memory, r.body.to_owned(), r.vector).await?;
+                out.push(ImportOutcome::Imported);
+            }
+            tx.commit().await?;
+            Ok(out)
+        })
+    }
+
+    fn expired_page(
+        &self,
+        cutoff: EpochSeconds,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<ExpiredRecord>> {
+        let rows = self.block(async {
+            let client = self.pool.get().await?;
+            Ok::<_, StoreError>(
+                client
+                    .query(
+                        "SELECT rowid, id, short_id, scope, not_after FROM memories
+                         WHERE not_after IS NOT NULL AND not_after <= $1 AND rowid > $2
+                         ORDER BY rowid LIMIT $3",
+                        &[&cutoff.as_secs(), &after, &(limit as i64)],
+                    )
+                    .await?,
+            )
+        })?;
+        rows.iter()
+            .map(|r| {
+                Ok(ExpiredRecord {
+                    rowid: r.get(0),
+                    id: parse_id(r.get(1))?,
+                    short_id: r.get(2),
+                    scope: r.get(3),
+                    not_after: EpochSeconds::from_secs(r.get(4)),
+                })
+            })
+            .collect()
+    }
+
+    fn count_expired(&self, cutoff: EpochSeconds) -> Result<u64> {
+        self.block(async {
+            let client = self.pool.get().await?;
+            let row = client
+                .query_one(
+                    "SELECT count(*) FROM memories WHERE not_after IS NOT NULL AND not_after <= $1",
+                    &[&cutoff.as_secs()],
+                )
+                .await?;
+            Ok(row.get::<_, i64>(0) as u64)
+        })
+    }
+
+    fn delete_expired(&self, ids: &[RecordId], cutoff: EpochSeconds) -> Result<Vec<bool>> {
+        self.block(async {
+            let mut client = self.pool.get().await?;
+            let tx = client.transaction().await?;
+            let stmt = tx
+                .prepare(
+                    "DELETE FROM memories
+                     WHERE id = $1 AND not_after IS NOT NULL AND not_after <= $2",
+                )
+                .await?;
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                out.push(tx.execute(&stmt, &[&id.to_string(), &cutoff.as_secs()]).await? > 0);
+            }
+            tx.commit().await?;
+            Ok(out)
+        })
+    }
+
+    fn schema_versions(&self) -> Result<Vec<(u32, u64)>> {
+        self.block(async {
+            let client = self.pool.get().await?;
+            let rows = client
+                .query(
+                    "SELECT coalesce((body->>'schema_version')::bigint, 0) AS v, count(*)
+                     FROM memories GROUP BY v ORDER BY v",
+                    &[],
+                )
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|r| {
+                    (u32::try_from(r.get::<_, i64>(0)).unwrap_or(0), r.get::<_, i64>(1) as u64)
+                })
+                .collect())
+        })
+    }
+
+    fn migrate_page(&self, after: i64, limit: usize) -> Result<MigratePage> {
+        self.block(async {
+            let mut client = self.pool.get().await?;
+            let tx = client.transaction().await?;
+            let rows = tx
+                .query(
+                    "SELECT rowid, id, body::text FROM memories WHERE rowid > $1
+                     ORDER BY rowid LIMIT $2 FOR UPDATE",
+                    &[&after, &(limit as i64)],
+                )
+                .await?;
+            let update =
+                tx.prepare("UPDATE memories SET body = $1::text::jsonb WHERE rowid = $2").await?;
+            let mut page = MigratePage::default();
+            for r in &rows {
+                let rowid: i64 = r.get(0);
+                page.last_rowid = Some(rowid);
+                if let Some(migrated) = page.consider(r.get(1), r.get(2))? {
+                    tx.execute(&update, &[&migrated, &rowid]).await?;
+                }
+            }
+            tx.commit().await?;
+            Ok(page)
+        })
+    }
+
+    fn mark_exported(&self, records: &[Memory], file: &str, at: EpochSeconds) -> Result<()> {
+        let digests: Vec<(String, String)> = records
+            .iter()
+            .map(|m| Ok((m.id.to_string(), record_digest(m)?)))
+            .collect::<Result<_>>()?;
+        self.block(async {
+            let mut client = self.pool.get().await?;
+            let tx = client.transaction().await?;
+            let stmt = tx
+                .prepare(
+                    "INSERT INTO exported (id, digest, exported_at, file) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (id) DO UPDATE SET digest = excluded.digest,
+                        exported_at = excluded.exported_at, file = excluded.file",
+                )
+                .await?;
+            for (id, digest) in &digests {
+                tx.execute(&stmt, &[id, digest, &at.as_secs(), &file]).await?;
+            }
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+
+    fn exported_unchanged(&self, ids: &[RecordId]) -> Result<Vec<bool>> {
+        let wanted: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
+        let rows = self.block(async {
+            let mut client = self.pool.get().await?;
+            let tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await?;
+            let rows = tx
+                .query(
+                    "SELECT m.id, m.body::text, e.digest FROM memories m
+                     JOIN exported e ON e.id = m.id WHERE m.id = ANY($1)",
+                    &[&wanted],
+                )
+                .await?;
+            tx.commit().await?;
+            Ok::<_, StoreError>(rows)
+        })?;
+        let mut exported = std::collections::HashMap::new();
+        for r in &rows {
+            let matches = record_digest(&decode(r.get(1))?)? == r.get::<_, String>(2);
+            exported.insert(r.get::<_, String>(0), matches);
+        }
+        Ok(wanted.iter().map(|id| exported.get(id).copied().unwrap_or(false)).collect())
+    }
+}
