@@ -140,3 +140,92 @@ async fn an_unreachable_database_stops_start_up_with_the_host_and_cause() {
     assert!(!bad.ok);
     assert!(bad.stderr.contains("--database-url"), "{}", bad.stderr);
 }
+
+/// A TCP relay between a node and the database that can cut every connection and refuse new
+/// ones (the database "lost") and accept them again (the database "back").
+struct Relay {
+    addr: std::net::SocketAddr,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    links: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Relay {
+    async fn to(target: String) -> Relay {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let up = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let links: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>> =
+            Default::default();
+        let (up2, links2) = (up.clone(), links.clone());
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                if !up2.load(Ordering::SeqCst) {
+                    continue; // dropped: the connection is closed at once
+                }
+                let target = target.clone();
+                links2.lock().unwrap().push(tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                }));
+            }
+        });
+        Relay { addr, up, links }
+    }
+
+    fn cut(&self) {
+        self.up.store(false, std::sync::atomic::Ordering::SeqCst);
+        for link in self.links.lock().unwrap().drain(..) {
+            link.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.up.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The database lost while a node runs: calls fail at once with `unavailable` (nothing
+/// half-written), and the node serves again by itself when the database is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_database_is_unavailable_and_the_node_recovers_by_itself() {
+    let Some(db) = fresh_database() else {
+        eprintln!("skipped: no PostgreSQL (SPINE_TEST_DATABASE_URL)");
+        return;
+    };
+    // postgres://user@host:port/name → the same through the relay.
+    let (head, rest) = db.url.split_once('@').unwrap();
+    let (server, path) = rest.split_once('/').unwrap();
+    let relay = Relay::to(server.to_owned()).await;
+    let url = format!("{head}@{}/{path}", relay.addr);
+    let mut node = start_http_in(TempDir::new().unwrap(), &["--database-url", &url]).await;
+    let mcp = client(&node).await;
+    let kept =
+        ok(call(&mcp, "store_memory", record("Written before the database was lost.")).await);
+
+    relay.cut();
+    let started = Instant::now();
+    for (tool, args) in [
+        ("store_memory", record("Written while the database is lost.")),
+        ("list_memory", json!({"scope": SCOPE})),
+        ("get_memory", json!({"id": kept["id"]})),
+    ] {
+        let e = err(call(&mcp, tool, args).await);
+        assert_eq!(e["code"], "unavailable", "{tool}: {e}");
+    }
+    assert!(started.elapsed() < Duration::from_secs(20), "no hang: {:?}", started.elapsed());
+
+    relay.restore();
+    let listed = ok(call(&mcp, "list_memory", json!({"scope": SCOPE})).await);
+    let contents: Vec<&str> = listed["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(contents, ["Written before the database was lost."], "nothing half-written");
+    ok(call(&mcp, "store_memory", record("Written after the database came back.")).await);
+    mcp.cancel().await.ok();
+    node.child.kill().await.unwrap();
+}

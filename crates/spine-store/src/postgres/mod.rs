@@ -42,6 +42,9 @@ const LOCK_KEY: i64 = 0x0073_7069_6e65;
 /// fails as unavailable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The longest a store call may take before it fails as unavailable.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Connections per node.
 const POOL_SIZE: usize = 16;
 
@@ -137,8 +140,25 @@ impl PgStore {
         &self.target
     }
 
-    /// Runs `f` to completion on the store's runtime, from any thread that may block.
-    pub(crate) fn block<F: Future>(&self, f: F) -> F::Output {
+    /// Runs one store call on the store's runtime, from any thread that may block; a call
+    /// that has not finished after [`CALL_TIMEOUT`] (a database that stopped answering
+    /// without closing the connection) fails as unavailable and its transaction rolls back.
+    pub(crate) fn block<T, F: Future<Output = Result<T>>>(&self, f: F) -> Result<T> {
+        self.block_untimed(async {
+            match tokio::time::timeout(CALL_TIMEOUT, f).await {
+                Ok(done) => done,
+                Err(_) => Err(StoreError::Unavailable(format!(
+                    "the database at {} did not answer within {} s",
+                    self.target,
+                    CALL_TIMEOUT.as_secs()
+                ))),
+            }
+        })
+    }
+
+    /// [`PgStore::block`] without the time limit: migrations and index builds, which may
+    /// take minutes on a large table.
+    fn block_untimed<F: Future>(&self, f: F) -> F::Output {
         let rt = self.rt.as_ref().expect("the runtime lives as long as the store");
         match tokio::runtime::Handle::try_current() {
             // On a worker thread of a multi-threaded runtime (or one of its blocking
@@ -151,7 +171,7 @@ impl PgStore {
     }
 
     fn migrate(&self) -> Result<()> {
-        self.block(async {
+        self.block_untimed(async {
             let mut client = self.pool.get().await?;
             let tx = client.transaction().await?;
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY]).await?;
@@ -189,7 +209,7 @@ impl PgStore {
         if self.vector_indexes.lock().unwrap_or_else(|p| p.into_inner()).contains(&dims) {
             return Ok(());
         }
-        self.block(async {
+        self.block_untimed(async {
             let mut client = self.pool.get().await?;
             let tx = client.transaction().await?;
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY]).await?;
