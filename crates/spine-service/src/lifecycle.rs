@@ -269,7 +269,21 @@ impl Service {
                 })
             }
             // A concurrent call changed a target between the checks and the transaction.
-            Err(r) => Err(transaction_rejection(&targets, &r)),
+            // When it was this very call (same key, on another node or thread), replay it.
+            Err(r) => {
+                if let Some(e) = &entry
+                    && let Some(prior) =
+                        self.store.idempotency(&owned, &e.key).map_err(store_error)?
+                    && prior.fingerprint == e.fingerprint
+                {
+                    return Ok(SupersedeResult {
+                        id: Some(prior.id),
+                        short_id: Some(prior.short_id),
+                        ..Default::default()
+                    });
+                }
+                Err(transaction_rejection(&targets, &r))
+            }
         }
     }
 

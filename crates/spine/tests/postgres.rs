@@ -91,6 +91,22 @@ async fn two_nodes_share_one_database() {
         assert!(old["superseded_by"].is_string(), "{old}");
     }
 
+    // The same idempotency key sent to both nodes at once: one correction, both told its id.
+    for round in 0..3 {
+        let target =
+            ok(call(&on_a, "store_memory", record(&format!("Freeze starts on day {round}.")))
+                .await);
+        let mut args = record(&format!("Freeze starts on day {round}, corrected."));
+        args["supersedes"] = json!([target["id"]]);
+        args["idempotency_key"] = json!(format!("fix-freeze-{round}"));
+        let (ra, rb) = tokio::join!(
+            call(&on_a, "supersede_memory", args.clone()),
+            call(&on_b, "supersede_memory", args.clone())
+        );
+        let (ra, rb) = (ok(ra), ok(rb));
+        assert_eq!(ra["id"], rb["id"], "round {round}: one correction for one key");
+    }
+
     // One client's requests may land on either node (no session to find).
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "lb", "version": "0"}}});
