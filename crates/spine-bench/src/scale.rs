@@ -14,7 +14,10 @@
 //! spreads N records over 100 scopes and searches with `cross_spine`.
 //!
 //! Recall@10 is measured at the store level (`Store::nearest`, the 10 nearest active
-//! records) against an exact f32 scan of the vectors read back from SQLite.
+//! records) against an exact f32 scan of the vectors read back from the store.
+//!
+//! With `SPINE_BENCH_DATABASE_URL` naming a PostgreSQL server (with pgvector), each size runs
+//! on a fresh database there instead of SQLite (`ANALYZE` after the load).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -30,7 +33,11 @@ use spine_core::{
 use spine_embed::Embedder;
 use spine_service::Service;
 use spine_service::args::parse_args;
-use spine_store::{Access, Embedding, Filter, NearestQuery, ScopeFilter, SqliteStore, Store};
+use spine_store::{
+    Access, Embedding, Filter, NearestQuery, PgStore, ScopeFilter, SqliteStore, Store,
+    TransferStore,
+};
+use spine_testkit::postgres::FreshDatabase;
 
 use crate::{Memo, percentile, rss_mib};
 
@@ -94,38 +101,67 @@ fn record(i: usize, scope: &Scope, at: Timestamp) -> Memory {
     m
 }
 
-/// The exact top-10 of each query among every stored vector of `model`, read from SQLite
-/// in one sequential scan of the vectors table (ids are looked up for the winners only).
-fn exact_top10(store: &SqliteStore, model: &str, queries: &[Vec<f32>]) -> Result<Vec<Vec<String>>> {
-    let conn = rusqlite::Connection::open(store.path())?;
-    let mut stmt = conn.prepare("SELECT memory, model, vec FROM vectors ORDER BY memory")?;
-    let mut rows = stmt.query([])?;
-    let mut best: Vec<Vec<(f32, i64)>> = vec![Vec::new(); queries.len()];
-    while let Some(r) = rows.next()? {
-        if r.get_ref(1)?.as_str()? != model {
-            continue;
-        }
-        let rowid: i64 = r.get(0)?;
-        let blob = r.get_ref(2)?.as_blob()?;
-        let v: Vec<f32> =
-            blob.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-        for (q, top) in queries.iter().zip(best.iter_mut()) {
-            let s = spine_core::cosine(q, &v);
-            if top.len() < 10 || s > top[9].0 {
-                top.push((s, rowid));
-                top.sort_by(|a, b| b.0.total_cmp(&a.0));
-                top.truncate(10);
+/// The exact top-10 of each query among every stored vector of `model`, read back through
+/// the export walk (one pass over the store, any backend).
+fn exact_top10(
+    store: &dyn BenchStore,
+    model: &str,
+    queries: &[Vec<f32>],
+) -> Result<Vec<Vec<String>>> {
+    let mut best: Vec<Vec<(f32, String)>> = vec![Vec::new(); queries.len()];
+    let mut after = 0;
+    loop {
+        let page = store.export_page(None, after, 5000, true)?;
+        let Some(last) = page.last() else { break };
+        after = last.rowid;
+        for r in page {
+            let Some(v) = r.vector.filter(|v| v.model == model) else { continue };
+            let v: Vec<f32> = v
+                .data
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            for (q, top) in queries.iter().zip(best.iter_mut()) {
+                let s = spine_core::cosine(q, &v);
+                if top.len() < 10 || s > top[9].0 {
+                    top.push((s, r.id.clone()));
+                    top.sort_by(|a, b| b.0.total_cmp(&a.0));
+                    top.truncate(10);
+                }
             }
         }
     }
-    let mut id_of = conn.prepare("SELECT id FROM memories WHERE rowid = ?1")?;
-    best.into_iter()
-        .map(|top| {
-            top.into_iter()
-                .map(|(_, rowid)| Ok(id_of.query_row([rowid], |r| r.get::<_, String>(0))?))
-                .collect()
-        })
-        .collect()
+    Ok(best.into_iter().map(|top| top.into_iter().map(|(_, id)| id).collect()).collect())
+}
+
+/// What the benchmark needs of a store: the service's contract and the export walk.
+trait BenchStore: Store + TransferStore {}
+impl<T: Store + TransferStore> BenchStore for T {}
+
+/// A fresh store and what removes it when dropped.
+struct Fresh {
+    store: Arc<dyn BenchStore>,
+    /// The same database, for `ANALYZE`, on PostgreSQL.
+    postgres: Option<PgStore>,
+    _guard: Box<dyn std::any::Any>,
+}
+
+/// A fresh store: SQLite in a temporary directory, or a fresh database on the PostgreSQL
+/// server `SPINE_BENCH_DATABASE_URL` names.
+fn fresh_store() -> Result<Fresh> {
+    match std::env::var("SPINE_BENCH_DATABASE_URL").ok().filter(|u| !u.is_empty()) {
+        Some(server) => {
+            let db: FreshDatabase = spine_testkit::postgres::fresh_database_on(&server);
+            let store = Arc::new(PgStore::connect(&db.url)?);
+            let analyze = PgStore::connect(&db.url)?;
+            Ok(Fresh { store, postgres: Some(analyze), _guard: Box::new(db) })
+        }
+        None => {
+            let dir = tempfile::tempdir()?;
+            let store = Arc::new(SqliteStore::open(dir.path())?);
+            Ok(Fresh { store, postgres: None, _guard: Box::new(dir) })
+        }
+    }
 }
 
 /// Runs the layout at each size and prints one table row per size.
@@ -149,8 +185,7 @@ pub fn run(
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for &n in sizes {
-        let dir = tempfile::tempdir()?;
-        let store = Arc::new(SqliteStore::open(dir.path())?);
+        let Fresh { store, postgres, _guard } = fresh_store()?;
         let mut rng = StdRng::seed_from_u64(7);
         let scopes: Vec<Scope> = match layout {
             Layout::OneScope => vec![Scope::parse("scope", "bench:project:spine")],
@@ -175,6 +210,9 @@ pub fn run(
                 })
                 .collect();
             store.insert_batch(&items)?;
+        }
+        if let Some(pg) = &postgres {
+            pg.analyze()?;
         }
         let ingest_s = t.elapsed().as_secs_f64();
 
@@ -215,7 +253,7 @@ pub fn run(
             Layout::OneScope => Filter::new(ScopeFilter::One(scopes[0].clone())),
             Layout::Cross => Filter::new(ScopeFilter::All),
         };
-        let exact = exact_top10(&store, embedder.model_id(), &queries)?;
+        let exact = exact_top10(store.as_ref(), embedder.model_id(), &queries)?;
         let mut hits = 0;
         let mut index_ms = Vec::with_capacity(queries.len());
         for (q, want) in queries.iter().zip(&exact) {

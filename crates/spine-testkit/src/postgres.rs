@@ -32,13 +32,18 @@ pub fn server_url() -> Option<String> {
 /// A new, empty database on the test server, or `None` when there is no server (see the
 /// module docs).
 pub fn fresh_database() -> Option<FreshDatabase> {
-    let admin = server_url()?;
+    Some(fresh_database_on(&server_url()?))
+}
+
+/// A new, empty database (with pgvector) on the server at `admin`.
+pub fn fresh_database_on(admin: &str) -> FreshDatabase {
+    let admin = admin.to_owned();
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
     let name = format!("spine_test_{}_{:x}", std::process::id(), nanos);
     run(&admin, &format!("CREATE DATABASE {name}"));
     let url = with_database(&admin, &name);
     run(&url, "CREATE EXTENSION IF NOT EXISTS vector");
-    Some(FreshDatabase { admin, name, url })
+    FreshDatabase { admin, name, url }
 }
 
 impl Drop for FreshDatabase {

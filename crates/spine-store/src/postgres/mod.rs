@@ -135,6 +135,15 @@ impl PgStore {
         Ok(store)
     }
 
+    /// Refreshes the planner's statistics (`ANALYZE memories`): after a bulk load, so that
+    /// filtered searches choose between the HNSW index and an exact scan well.
+    pub fn analyze(&self) -> Result<()> {
+        self.block_untimed(async {
+            self.pool.get().await?.batch_execute("ANALYZE memories").await?;
+            Ok(())
+        })
+    }
+
     /// Where the database is (`host:port/db`), without credentials.
     pub fn target(&self) -> &str {
         &self.target
