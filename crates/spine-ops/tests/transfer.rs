@@ -8,7 +8,7 @@ use spine_embed::Embedder;
 use spine_ops::stop::{Never, Stopped};
 use spine_ops::transfer::{ExportReport, Exported, Target, export, import};
 use spine_ops::{Error, Silent};
-use spine_store::{SqliteStore, Store, TransferStore};
+use spine_store::{OperatorStore, SqliteStore, Store, TransferStore};
 
 use super::{NOW, at, put, record, store};
 
@@ -17,8 +17,8 @@ fn no_embedder() -> Result<Arc<dyn Embedder>, Error> {
 }
 
 /// Opens the store in `dir` when the import asks for it.
-fn opener(dir: &Path) -> impl FnOnce() -> Result<SqliteStore, Error> + '_ {
-    move || Ok(SqliteStore::open(dir)?)
+fn opener(dir: &Path) -> impl FnOnce() -> Result<Box<dyn OperatorStore>, Error> + '_ {
+    move || Ok(Box::new(SqliteStore::open(dir)?))
 }
 
 fn export_to(s: &SqliteStore, path: &Path) -> ExportReport {

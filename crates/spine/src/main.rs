@@ -38,7 +38,11 @@ fn default_data_dir() -> PathBuf {
 
 /// The embedded store an operator command works on; `existing`: refuse to create one (a
 /// mistyped --data-dir would otherwise look like an empty store).
-fn operator_store(common: &Common, command: &str, existing: bool) -> Result<SqliteStore> {
+fn operator_store(
+    common: &Common,
+    command: &str,
+    existing: bool,
+) -> Result<Box<dyn spine_ops::OperatorStore>> {
     if common.database_url.is_some() {
         bail!(
             "spine {command} works on the embedded store only in this version \
@@ -49,8 +53,10 @@ fn operator_store(common: &Common, command: &str, existing: bool) -> Result<Sqli
     if existing && !data_dir.join("spine.db").is_file() {
         bail!("no Spine store in {} (no spine.db there): check --data-dir", data_dir.display());
     }
-    SqliteStore::open(&data_dir)
-        .with_context(|| format!("opening the store in {}", data_dir.display()))
+    Ok(Box::new(
+        SqliteStore::open(&data_dir)
+            .with_context(|| format!("opening the store in {}", data_dir.display()))?,
+    ))
 }
 
 /// The store the command line selects for the service: the embedded one in `--data-dir`,
@@ -202,11 +208,11 @@ async fn main() -> Result<()> {
         Command::Import(args) => import(common, args).await,
         Command::PruneExpired(args) => {
             let store = operator_store(&common, "prune-expired", true)?;
-            blocking("prune-expired", move || ops::prune::run(&store, &args)).await
+            blocking("prune-expired", move || ops::prune::run(store.as_ref(), &args)).await
         }
         Command::Migrate(args) => {
             let store = operator_store(&common, "migrate", true)?;
-            blocking("migrate", move || ops::migrate::run(&store, &args)).await
+            blocking("migrate", move || ops::migrate::run(store.as_ref(), &args)).await
         }
         Command::SpineReview(args) => spine_review(common, args).await,
         Command::Hook(_) => unreachable!("handled above"),
@@ -313,7 +319,7 @@ async fn reindex(common: Common, batch: usize) -> Result<()> {
     let store = operator_store(&common, "reindex", false)?;
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
     blocking("reindex", move || {
-        embedder::reindex_command(&store, &model_dir, &common.embedder, batch)
+        embedder::reindex_command(store.as_ref(), &model_dir, &common.embedder, batch)
     })
     .await
 }
@@ -324,7 +330,7 @@ async fn summarize_missing(common: &Common, args: ops::summarize::SummarizeArgs)
     let store = operator_store(common, "summarize-missing", true)?;
     // Installed here, on the runtime, before any record is touched.
     let stop = ops::stop::Stop::install(args.timeout)?;
-    exit_unless_zero(blocking("summarize-missing", move || plan.run(&store, &stop)).await?)
+    exit_unless_zero(blocking("summarize-missing", move || plan.run(store.as_ref(), &stop)).await?)
 }
 
 /// `spine export`.
@@ -332,7 +338,9 @@ async fn export(common: &Common, args: ops::export::ExportArgs) -> Result<()> {
     let store = operator_store(common, "export", true)?;
     // Ctrl-C stops between pages and removes the unfinished file.
     let stop = ops::stop::Stop::install(std::time::Duration::ZERO)?;
-    exit_unless_zero(blocking("export", move || ops::export::run(&store, &args, &stop)).await?)
+    exit_unless_zero(
+        blocking("export", move || ops::export::run(store.as_ref(), &args, &stop)).await?,
+    )
 }
 
 /// `spine import`: the store is opened once the file's header was read.
@@ -351,7 +359,8 @@ async fn spine_review(common: Common, args: ops::review::ReviewArgs) -> Result<(
     let store = operator_store(&common, "spine-review", true)?;
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
     let failed =
-        blocking("spine-review", move || plan.run(&store, &model_dir, &common.embedder)).await?;
+        blocking("spine-review", move || plan.run(store.as_ref(), &model_dir, &common.embedder))
+            .await?;
     if failed {
         ops::review::flush();
         std::process::exit(1);

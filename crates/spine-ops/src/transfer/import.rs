@@ -145,10 +145,10 @@ fn count_lines(path: &Path) -> std::io::Result<u64> {
 /// file that is no export creates no store), `batch` records per transaction, embedding
 /// vector-less records with the embedder `embedder` builds (called at most once, and only
 /// when needed). Blocking.
-pub fn import<S: OperatorStore>(
+pub fn import(
     path: &Path,
     batch_size: u64,
-    open: impl FnOnce() -> Result<S>,
+    open: impl FnOnce() -> Result<Box<dyn OperatorStore>>,
     embedder: &mut dyn FnMut() -> Result<Arc<dyn Embedder>>,
     progress: &mut dyn Progress,
 ) -> Result<ImportReport> {
@@ -161,7 +161,7 @@ pub fn import<S: OperatorStore>(
     let mut report = ImportReport { file: shown.to_string(), ..ImportReport::default() };
     let mut batch: Vec<Pending> = Vec::new();
     let mut open = Some(open);
-    let mut store: Option<S> = None;
+    let mut store: Option<Box<dyn OperatorStore>> = None;
     let (mut text, mut line_no, mut header_seen, mut end): (String, u64, bool, Option<End>) =
         (String::new(), 0, false, None);
 
@@ -236,7 +236,7 @@ pub fn import<S: OperatorStore>(
                     embedded: false,
                 });
                 if batch.len() as u64 >= batch_size {
-                    let store = store.as_ref().expect("the store opens with the header");
+                    let store = store.as_deref().expect("the store opens with the header");
                     write_batch(store, &mut batch, &mut embedder, &mut report)?;
                     progress.advance(batch_size);
                 }
@@ -250,7 +250,7 @@ pub fn import<S: OperatorStore>(
         )));
     };
     let tail = batch.len() as u64;
-    write_batch(&store, &mut batch, &mut embedder, &mut report)?;
+    write_batch(store.as_ref(), &mut batch, &mut embedder, &mut report)?;
     progress.advance(tail);
     progress.finish();
     report.complete = end.is_some();

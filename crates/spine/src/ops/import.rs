@@ -27,8 +27,8 @@ pub struct ImportArgs {
 /// `spine import` into the store `open` opens (once the file's header has been read, so a
 /// file that is no export creates no store), embedding vector-less records with the
 /// embedder `embedder` selects (the built-in model's files in `model_dir`).
-pub fn run<S: OperatorStore>(
-    open: impl FnOnce() -> Result<S>,
+pub fn run(
+    open: impl FnOnce() -> Result<Box<dyn OperatorStore>>,
     embedder: &EmbedderArgs,
     model_dir: &Path,
     args: &ImportArgs,
