@@ -5,3 +5,4 @@
 mod index;
 mod migrations;
 mod operator;
+mod pg_review;

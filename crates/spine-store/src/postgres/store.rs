@@ -19,7 +19,7 @@ use crate::{
 
 /// `expr` (a jsonb payload) with `schema_version` raised to this binary's, never lowered
 /// (SPEC Versioning 2 and 4).
-fn stamp(expr: &str) -> String {
+pub(super) fn stamp(expr: &str) -> String {
     format!(
         "jsonb_set({expr}, '{{schema_version}}', to_jsonb(greatest(coalesce(({expr}->>'schema_version')::int, 0), {SCHEMA_VERSION})))"
     )
@@ -89,7 +89,7 @@ fn refs(p: &[Param]) -> Vec<&(dyn tokio_postgres::types::ToSql + Sync)> {
     p.iter().map(|p| p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync)).collect()
 }
 
-fn parse_id(id: &str) -> Result<RecordId> {
+pub(super) fn parse_id(id: &str) -> Result<RecordId> {
     RecordId::parse(id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))
 }
 

@@ -14,7 +14,7 @@ mod store;
 mod summaries;
 mod sync;
 mod transfer;
-mod verify;
+pub(crate) mod verify;
 
 pub(crate) use query::Where;
 pub(crate) use rows::{blob_to_vec, decode, encode, write_row, write_vector};
