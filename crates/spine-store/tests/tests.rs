@@ -5,4 +5,5 @@
 mod index;
 mod migrations;
 mod operator;
+mod pg_review;
 mod transfer;

@@ -25,7 +25,7 @@ pub struct Common {
     /// Directory holding the embedded database [default: $XDG_DATA_HOME/spine or ~/.local/share/spine]
     #[arg(long, global = true, env = "SPINE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// PostgreSQL URL for the shared backend (not available yet in this version).
+    /// PostgreSQL (with pgvector) instead of the embedded store: postgres://user@host:port/db.
     #[arg(long, global = true, env = "SPINE_DATABASE_URL")]
     pub database_url: Option<String>,
     /// Directory holding the built-in model's files [default: ~/.cache/spine/models/all-MiniLM-L6-v2]

@@ -36,18 +36,12 @@ fn default_data_dir() -> PathBuf {
     home.join(".local/share/spine")
 }
 
-/// The embedded store an operator command works on; `existing`: refuse to create one (a
-/// mistyped --data-dir would otherwise look like an empty store).
-fn operator_store(
-    common: &Common,
-    command: &str,
-    existing: bool,
-) -> Result<Box<dyn spine_ops::OperatorStore>> {
-    if common.database_url.is_some() {
-        bail!(
-            "spine {command} works on the embedded store only in this version \
-             (omit --database-url); the PostgreSQL backend serves spine serve, spine mcp and spine hook"
-        );
+/// The store an operator command works on: PostgreSQL with `--database-url`, else the
+/// embedded one; `existing`: refuse to create an embedded one (a mistyped --data-dir would
+/// otherwise look like an empty store).
+fn operator_store(common: &Common, existing: bool) -> Result<Box<dyn spine_ops::OperatorStore>> {
+    if let Some(url) = common.database_url.as_deref().filter(|u| !u.is_empty()) {
+        return Ok(Box::new(PgStore::connect(url).context("opening the PostgreSQL store")?));
     }
     let data_dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
     if existing && !data_dir.join("spine.db").is_file() {
@@ -207,11 +201,11 @@ async fn main() -> Result<()> {
         Command::Export(args) => export(&common, args).await,
         Command::Import(args) => import(common, args).await,
         Command::PruneExpired(args) => {
-            let store = operator_store(&common, "prune-expired", true)?;
+            let store = operator_store(&common, true)?;
             blocking("prune-expired", move || ops::prune::run(store.as_ref(), &args)).await
         }
         Command::Migrate(args) => {
-            let store = operator_store(&common, "migrate", true)?;
+            let store = operator_store(&common, true)?;
             blocking("migrate", move || ops::migrate::run(store.as_ref(), &args)).await
         }
         Command::SpineReview(args) => spine_review(common, args).await,
@@ -316,7 +310,7 @@ async fn serve(
 
 /// `spine reindex`.
 async fn reindex(common: Common, batch: usize) -> Result<()> {
-    let store = operator_store(&common, "reindex", false)?;
+    let store = operator_store(&common, false)?;
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
     blocking("reindex", move || {
         embedder::reindex_command(store.as_ref(), &model_dir, &common.embedder, batch)
@@ -327,7 +321,7 @@ async fn reindex(common: Common, batch: usize) -> Result<()> {
 /// `spine summarize-missing`.
 async fn summarize_missing(common: &Common, args: ops::summarize::SummarizeArgs) -> Result<()> {
     let plan = ops::summarize::Plan::new(&args, common.limits.memory_max_summary_bytes)?;
-    let store = operator_store(common, "summarize-missing", true)?;
+    let store = operator_store(common, true)?;
     // Installed here, on the runtime, before any record is touched.
     let stop = ops::stop::Stop::install(args.timeout)?;
     exit_unless_zero(blocking("summarize-missing", move || plan.run(store.as_ref(), &stop)).await?)
@@ -335,7 +329,7 @@ async fn summarize_missing(common: &Common, args: ops::summarize::SummarizeArgs)
 
 /// `spine export`.
 async fn export(common: &Common, args: ops::export::ExportArgs) -> Result<()> {
-    let store = operator_store(common, "export", true)?;
+    let store = operator_store(common, true)?;
     // Ctrl-C stops between pages and removes the unfinished file.
     let stop = ops::stop::Stop::install(std::time::Duration::ZERO)?;
     exit_unless_zero(
@@ -347,7 +341,7 @@ async fn export(common: &Common, args: ops::export::ExportArgs) -> Result<()> {
 async fn import(common: Common, args: ops::import::ImportArgs) -> Result<()> {
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
     blocking("import", move || {
-        let open = || operator_store(&common, "import", false);
+        let open = || operator_store(&common, false);
         ops::import::run(open, &common.embedder, &model_dir, &args)
     })
     .await
@@ -356,7 +350,7 @@ async fn import(common: Common, args: ops::import::ImportArgs) -> Result<()> {
 /// `spine spine-review …`: exits 1 when verify found violations.
 async fn spine_review(common: Common, args: ops::review::ReviewArgs) -> Result<()> {
     let plan = ops::review::Plan::new(args)?;
-    let store = operator_store(&common, "spine-review", true)?;
+    let store = operator_store(&common, true)?;
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
     let failed =
         blocking("spine-review", move || plan.run(store.as_ref(), &model_dir, &common.embedder))

@@ -245,3 +245,76 @@ async fn a_lost_database_is_unavailable_and_the_node_recovers_by_itself() {
     mcp.cancel().await.ok();
     node.child.kill().await.unwrap();
 }
+
+/// `spine export` of an embedded store, `spine import` into PostgreSQL, `spine export` from
+/// there: the same records and vectors (as JSON values; PostgreSQL keeps its own key order),
+/// and a node on the database finds them. The operator commands on PostgreSQL, end to end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_embedded_export_imports_into_postgres_whole() {
+    let Some(db) = fresh_database() else {
+        eprintln!("skipped: no PostgreSQL (SPINE_TEST_DATABASE_URL)");
+        return;
+    };
+    let embedded = TempDir::new().unwrap();
+    let agent = stdio_client(embedded.path()).await;
+    let mut tagged = record("Use rustls for every TLS connection.");
+    tagged["tags"] = json!(["tls", "security"]);
+    tagged["citations"] = json!([{"kind": "file", "ref": "Cargo.toml", "locator": "L10"}]);
+    let tls = ok(call(&agent, "store_memory", tagged).await);
+    let old = ok(call(&agent, "store_memory", record("Deploys run on Fridays.")).await);
+    let mut fix = record("Deploys run on Tuesdays.");
+    fix["supersedes"] = json!([old["id"]]);
+    ok(call(&agent, "supersede_memory", fix).await);
+    let gone = ok(call(&agent, "store_memory", record("An archived note.")).await);
+    ok(call(&agent, "archive_memory", json!({"ids": [gone["id"]]})).await);
+    ok(call(
+        &agent,
+        "store_rule",
+        json!({"content": "Never force-push main.", "scope": "rule:repo:shared", "summary": "No force-push"}),
+    )
+    .await);
+    agent.cancel().await.ok();
+
+    let exported = embedded.path().join("backup.jsonl");
+    let run = spine(embedded.path(), &["export", "--output", exported.to_str().unwrap()]).await;
+    assert!(run.ok, "{}", run.stderr);
+    let elsewhere = TempDir::new().unwrap();
+    let url = ["--database-url", db.url.as_str()];
+    let run =
+        spine(elsewhere.path(), &[&["import", exported.to_str().unwrap()][..], &url].concat())
+            .await;
+    assert!(run.ok, "{}", run.stderr);
+    let again = elsewhere.path().join("again.jsonl");
+    let run = spine(
+        elsewhere.path(),
+        &[&["export", "--output", again.to_str().unwrap()][..], &url].concat(),
+    )
+    .await;
+    assert!(run.ok, "{}", run.stderr);
+    let records = |path: &std::path::Path| -> Vec<Value> {
+        let mut v: Vec<Value> = std::fs::read_to_string(path)
+            .unwrap()
+            .lines()
+            .skip(1) // the header carries the export time
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        v.sort_by_key(|r| r.to_string());
+        v
+    };
+    let (before, after) = (records(&exported), records(&again));
+    assert_eq!(before.len(), 5);
+    assert_eq!(before, after, "every record and vector came through");
+
+    let mut node = start_http_in(TempDir::new().unwrap(), &["--database-url", &db.url]).await;
+    let mcp = client(&node).await;
+    let found =
+        ok(call(&mcp, "search_memory", json!({"query": "which TLS library", "scope": SCOPE}))
+            .await);
+    assert_eq!(found["memories"][0]["id"], tls["id"], "{found}");
+    let verified =
+        spine(elsewhere.path(), &[&["spine-review", "verify", "--all-scopes"][..], &url].concat())
+            .await;
+    assert!(verified.ok, "{}\n{}", verified.stdout, verified.stderr);
+    mcp.cancel().await.ok();
+    node.child.kill().await.unwrap();
+}

@@ -151,12 +151,11 @@ async fn sweeps_and_bad_input_are_refused_and_change_nothing() {
     // archive / restore: malformed, missing.
     refused(data, &["archive"], "--id").await;
     refused(data, &["archive", "--id", "not an id"], "UUID or a 10-character short_id").await;
-    // The database URL is not for operator commands yet.
-    let r =
-        spine(data, &["spine-review", "scan", "--all-scopes", "--database-url", "postgres://x"])
-            .await;
+    // A database URL that leads nowhere: refused with where and why, nothing touched.
+    let url = "postgres://spine@127.0.0.1:1/spine";
+    let r = spine(data, &["spine-review", "scan", "--all-scopes", "--database-url", url]).await;
     assert_ne!(r.code, 0);
-    assert!(r.stderr.contains("embedded store only"), "{}", r.stderr);
+    assert!(r.stderr.contains("cannot reach PostgreSQL at 127.0.0.1:1/spine"), "{}", r.stderr);
 
     // Nothing changed: the active record is still active, the archived one still there.
     let left = store.get_many(&[archived.id, active.id]).unwrap();

@@ -17,12 +17,17 @@
 //!   on it.
 //! - **Migrations** are numbered in code and applied at open inside one transaction that
 //!   holds an advisory lock, so nodes starting at once apply each step exactly once.
+//! - **Operator review** ([`crate::ReviewStore`], `review.rs` and `verify.rs`): the SQLite
+//!   backend's semantics; snapshot reads in one read-only REPEATABLE READ transaction,
+//!   writes lock their rows `FOR UPDATE` (in id order) and re-check them before changing.
 
 mod query;
+mod review;
 mod schema;
 mod store;
 mod summaries;
 mod transfer;
+mod verify;
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -248,53 +253,4 @@ fn describe(config: &tokio_postgres::Config) -> String {
         .unwrap_or_else(|| "localhost".into());
     let port = config.get_ports().first().copied().unwrap_or(5432);
     format!("{host}:{port}/{}", config.get_dbname().unwrap_or("postgres"))
-}
-
-impl PgStore {
-    /// Records by state, per scope (every scope, or `scope`), at `now`; the same counts as
-    /// the SQLite backend's `ReviewStore::state_counts`.
-    pub fn state_counts(
-        &self,
-        scope: Option<&spine_core::Scope>,
-        now: spine_core::Timestamp,
-    ) -> Result<Vec<crate::StateCounts>> {
-        // Mirrors `StateMarkers::derive`: half-open window, expired suppressing scheduled.
-        let not_expired = "(m.not_after IS NULL OR m.not_after > $1)";
-        let scheduled =
-            format!("({not_expired} AND m.not_before IS NOT NULL AND m.not_before > $1)");
-        let sql = format!(
-            "SELECT m.scope, count(*),
-                count(*) FILTER (WHERE m.archived_at IS NULL AND m.superseded_by IS NULL
-                    AND {not_expired} AND NOT {scheduled}),
-                count(*) FILTER (WHERE m.archived_at IS NOT NULL),
-                count(*) FILTER (WHERE m.superseded_by IS NOT NULL),
-                count(*) FILTER (WHERE NOT {not_expired}),
-                count(*) FILTER (WHERE {scheduled})
-             FROM memories m WHERE $2::text IS NULL OR m.scope = $2
-             GROUP BY m.scope ORDER BY m.scope"
-        );
-        let now = now.to_epoch_seconds().as_secs();
-        let scope = scope.map(|s| s.as_str().to_owned());
-        let rows = self.block(async {
-            let client = self.pool.get().await?;
-            Ok::<_, StoreError>(client.query(&sql, &[&now, &scope]).await?)
-        })?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                let n = |i: usize| r.get::<_, i64>(i) as u64;
-                let (records, active) = (n(1), n(2));
-                crate::StateCounts {
-                    scope: r.get(0),
-                    records,
-                    active,
-                    hidden: records - active,
-                    archived: n(3),
-                    superseded: n(4),
-                    expired: n(5),
-                    scheduled: n(6),
-                }
-            })
-            .collect())
-    }
 }

@@ -8,10 +8,8 @@
 
 use pgvector::Vector;
 use spine_core::{EpochSeconds, Memory, RecordId, Scope};
-use tokio_postgres::IsolationLevel;
 
 use super::PgStore;
-use super::query::decode;
 use super::store::{parse_id, write_body};
 use crate::{
     ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, StoreError, StoredRecord,
@@ -252,30 +250,10 @@ impl TransferStore for PgStore {
     }
 
     fn exported_unchanged(&self, ids: &[RecordId]) -> Result<Vec<bool>> {
-        let wanted: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
-        let rows = self.block(async {
-            let mut client = self.pool.get().await?;
-            let tx = client
-                .build_transaction()
-                .isolation_level(IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await?;
-            let rows = tx
-                .query(
-                    "SELECT m.id, m.body::text, e.digest FROM memories m
-                     JOIN exported e ON e.id = m.id WHERE m.id = ANY($1)",
-                    &[&wanted],
-                )
-                .await?;
-            tx.commit().await?;
-            Ok::<_, StoreError>(rows)
-        })?;
-        let mut exported = std::collections::HashMap::new();
-        for r in &rows {
-            let matches = record_digest(&decode(r.get(1))?)? == r.get::<_, String>(2);
-            exported.insert(r.get::<_, String>(0), matches);
-        }
-        Ok(wanted.iter().map(|id| exported.get(id).copied().unwrap_or(false)).collect())
+        self.block(async {
+            let client = self.pool.get().await?;
+            let gate = super::review::export_gate(&client, ids).await?;
+            Ok(gate.into_iter().map(|(passes, _)| passes).collect())
+        })
     }
 }

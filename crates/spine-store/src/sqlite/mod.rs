@@ -13,7 +13,7 @@ mod store;
 mod summaries;
 mod sync;
 mod transfer;
-mod verify;
+pub(crate) mod verify;
 
 pub(crate) use query::Where;
 pub(crate) use rows::{blob_to_vec, decode, write_row, write_vector};

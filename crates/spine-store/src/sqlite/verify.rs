@@ -1,6 +1,7 @@
 //! The invariant checks of `spine-review verify` on one stored row: its indexed columns
 //! against its payload, its vector against the expectation, its supersession links against
-//! the same snapshot.
+//! the same snapshot. [`Columns`] and [`check_vector`] are backend-neutral: the PostgreSQL
+//! backend's `verify_page` applies them too, so both report a row alike.
 
 use std::collections::HashSet;
 
@@ -11,26 +12,26 @@ use super::{blob_to_vec, decode};
 use crate::{Check, Result, VectorExpectation};
 
 /// Longest supersession chain followed before a chain is called a cycle.
-const MAX_CHAIN: usize = 100_000;
+pub(crate) const MAX_CHAIN: usize = 100_000;
 
 /// The indexed columns of a row, as stored.
-pub(super) struct Columns {
-    pub(super) id: String,
-    pub(super) short_id: String,
-    pub(super) owner: Option<String>,
-    pub(super) visibility: String,
-    pub(super) scope: String,
-    pub(super) category: String,
-    pub(super) created_at: i64,
-    pub(super) not_before: Option<i64>,
-    pub(super) not_after: Option<i64>,
-    pub(super) archived_at: Option<i64>,
-    pub(super) superseded_by: Option<String>,
+pub(crate) struct Columns {
+    pub(crate) id: String,
+    pub(crate) short_id: String,
+    pub(crate) owner: Option<String>,
+    pub(crate) visibility: String,
+    pub(crate) scope: String,
+    pub(crate) category: String,
+    pub(crate) created_at: i64,
+    pub(crate) not_before: Option<i64>,
+    pub(crate) not_after: Option<i64>,
+    pub(crate) archived_at: Option<i64>,
+    pub(crate) superseded_by: Option<String>,
 }
 
 impl Columns {
     /// The columns that do not hold what `write_row` would write for `m`.
-    pub(super) fn mismatches(&self, m: &Memory) -> Vec<&'static str> {
+    pub(crate) fn mismatches(&self, m: &Memory) -> Vec<&'static str> {
         let secs = |v: Option<EpochSeconds>| v.map(EpochSeconds::as_secs);
         let mut out = Vec::new();
         let mut check = |name, same: bool| {
@@ -53,7 +54,7 @@ impl Columns {
     }
 }
 
-pub(super) fn check_vector(
+pub(crate) fn check_vector(
     vector: Option<&(String, i64, Vec<u8>)>,
     expect: &VectorExpectation,
     found: &mut impl FnMut(Check, String),
