@@ -5,8 +5,8 @@
 # tests/typescript/package-lock.json), generates the Connect client's code from proto/, then
 # starts a throw-away PostgreSQL + pgvector (scripts/postgres.sh), then runs the Rust tests
 # (unit, service, end-to-end over stdio and HTTP, the Connect client, two nodes on one
-# PostgreSQL), the service tests once more on PostgreSQL, and both MCP SDK tests against the
-# real binary.
+# PostgreSQL), and both MCP SDK tests against the real binary; then the service tests and
+# both SDK tests once more on PostgreSQL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-model.sh
@@ -19,9 +19,6 @@ if ! cmp -s tests/typescript/package-lock.json tests/typescript/node_modules/.in
     && cp package-lock.json node_modules/.installed-lock.json)
 fi
 (cd tests/typescript && rm -rf gen && PATH="$PWD/node_modules/.bin:$PATH" buf generate ../../proto)
-# `cargo test` builds target/debug/spine too (the end-to-end tests run it); a separate
-# `cargo build` first would compile the binary and its dependencies twice, once without the
-# test build's dev-dependency features.
 # The PostgreSQL backend's tests need a server: a throw-away one (scripts/postgres.sh) unless
 # SPINE_TEST_DATABASE_URL names one. SPINE_SKIP_POSTGRES=1 skips them (never in CI).
 if [ -z "${SPINE_TEST_DATABASE_URL:-}" ] && [ -z "${SPINE_SKIP_POSTGRES:-}" ]; then
@@ -29,10 +26,16 @@ if [ -z "${SPINE_TEST_DATABASE_URL:-}" ] && [ -z "${SPINE_SKIP_POSTGRES:-}" ]; t
   export SPINE_TEST_DATABASE_URL
   trap 'bash scripts/postgres.sh stop "$SPINE_TEST_DATABASE_URL"' EXIT
 fi
+# `cargo test` builds target/debug/spine too (the end-to-end tests run it); a separate
+# `cargo build` first would compile the binary and its dependencies twice, once without the
+# test build's dev-dependency features.
 SPINE_REQUIRE_PYTHON=1 SPINE_REQUIRE_NODE=1 cargo test --workspace
-if [ -n "${SPINE_TEST_DATABASE_URL:-}" ]; then
-  # The service tests again, as the store contract's conformance suite on PostgreSQL.
-  SPINE_TEST_BACKEND=postgres cargo test -p spine-service --test integration
-fi
 target/pyenv/bin/python tests/python/sdk_client.py target/debug/spine
 node tests/typescript/sdk_client.mjs target/debug/spine
+if [ -n "${SPINE_TEST_DATABASE_URL:-}" ]; then
+  # The service tests again, as the store contract's conformance suite on PostgreSQL, and
+  # both SDK suites with every server they start on PostgreSQL.
+  SPINE_TEST_BACKEND=postgres cargo test -p spine-service --test integration
+  SPINE_DATABASE_URL=$SPINE_TEST_DATABASE_URL target/pyenv/bin/python tests/python/sdk_client.py target/debug/spine
+  SPINE_DATABASE_URL=$SPINE_TEST_DATABASE_URL node tests/typescript/sdk_client.mjs target/debug/spine
+fi
