@@ -240,6 +240,19 @@ impl PgStore {
     }
 }
 
+/// A read-only transaction that sees one snapshot throughout (REPEATABLE READ): reads that
+/// must agree with each other (a search's scans, a verify page, a purge plan).
+pub(crate) async fn snapshot(
+    client: &mut deadpool_postgres::Object,
+) -> Result<deadpool_postgres::Transaction<'_>> {
+    Ok(client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?)
+}
+
 /// `host:port/db` of a connection config, for messages.
 fn describe(config: &tokio_postgres::Config) -> String {
     let host = config

@@ -16,7 +16,6 @@ use std::collections::{HashMap, HashSet};
 use deadpool_postgres::GenericClient;
 use pgvector::Vector;
 use spine_core::{Category, EpochSeconds, Memory, RecordId, Scope, StateMarkers, Timestamp};
-use tokio_postgres::IsolationLevel;
 
 use super::PgStore;
 use super::query::{Where, decode};
@@ -261,12 +260,7 @@ impl ReviewStore for PgStore {
     ) -> Result<VerifyPage> {
         self.block(async {
             let mut client = self.pool.get().await?;
-            let tx = client
-                .build_transaction()
-                .isolation_level(IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await?;
+            let tx = super::snapshot(&mut client).await?;
             let page = verify_rows(&tx, scope, after_rowid, limit, expect).await?;
             tx.commit().await?;
             Ok(page)
@@ -481,12 +475,7 @@ impl ReviewStore for PgStore {
         // The selection and its chains from one snapshot.
         let (mut candidates, predecessors) = self.block(async {
             let mut client = self.pool.get().await?;
-            let tx = client
-                .build_transaction()
-                .isolation_level(IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await?;
+            let tx = super::snapshot(&mut client).await?;
             let candidates = purge_select(&tx, c, now, None).await?;
             let ids: Vec<RecordId> = candidates.iter().map(|c| c.id).collect();
             let predecessors = predecessors_by_successor(&tx, &ids).await?;

@@ -8,7 +8,6 @@ use spine_core::{
     Category, Citation, EpochSeconds, IdRef, Memory, RecordId, SCHEMA_VERSION, Scope, ShortId,
     StateMarkers, Timestamp,
 };
-use tokio_postgres::IsolationLevel;
 
 use super::PgStore;
 use super::query::{Param, Where, decode};
@@ -296,12 +295,7 @@ impl Store for PgStore {
         let ef = q.any.max(q.active).clamp(40, 1000);
         let rows = self.block(async {
             let mut client = self.pool.get().await?;
-            let tx = client
-                .build_transaction()
-                .isolation_level(IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await?;
+            let tx = super::snapshot(&mut client).await?;
             tx.batch_execute(&format!(
                 "SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {ef}"
             ))
