@@ -394,16 +394,38 @@ impl Store for PgStore {
     }
 
     fn scopes(&self, access: &Access, filter: &Filter, limit: usize) -> Result<Vec<String>> {
+        let one_scope = matches!(filter.scope, crate::ScopeFilter::One(_));
         let mut w = Where::new();
         w.access(access);
         w.filter(filter);
         let l = w.bind(limit as i64);
-        self.block(async {
-            let client = self.pool.get().await?;
-            let sql = format!(
+        // Across scopes, a loose index scan: walk the distinct scopes through the (scope, …)
+        // index, one probe each, and keep those holding a record the caller reads that
+        // matches, instead of DISTINCT over every readable row (a scan of the table). One
+        // scope: its rows are found through the same index directly.
+        let sql = if one_scope {
+            format!(
                 "SELECT DISTINCT m.scope FROM memories m WHERE {} ORDER BY m.scope LIMIT {l}",
                 w.sql
-            );
+            )
+        } else {
+            format!(
+                "WITH RECURSIVE s(scope) AS (
+                    (SELECT scope FROM memories ORDER BY scope LIMIT 1)
+                    UNION ALL
+                    SELECT (SELECT n.scope FROM memories n WHERE n.scope > s.scope
+                            ORDER BY n.scope LIMIT 1)
+                    FROM s WHERE s.scope IS NOT NULL
+                 )
+                 SELECT s.scope FROM s
+                 WHERE s.scope IS NOT NULL
+                   AND EXISTS (SELECT 1 FROM memories m WHERE m.scope = s.scope AND {})
+                 ORDER BY s.scope LIMIT {l}",
+                w.sql
+            )
+        };
+        self.block(async {
+            let client = self.pool.get().await?;
             let rows = client.query(&sql, &w.refs()).await?;
             Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
         })
