@@ -6,7 +6,7 @@
 # starts a throw-away PostgreSQL + pgvector (scripts/postgres.sh), then runs the Rust tests
 # (unit, service, end-to-end over stdio and HTTP, the Connect client, two nodes on one
 # PostgreSQL), and both MCP SDK tests against the real binary; then the service tests and
-# both SDK tests once more on PostgreSQL.
+# the end-to-end and both SDK tests once more on PostgreSQL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-model.sh
@@ -33,9 +33,12 @@ SPINE_REQUIRE_PYTHON=1 SPINE_REQUIRE_NODE=1 cargo test --workspace
 target/pyenv/bin/python tests/python/sdk_client.py target/debug/spine
 node tests/typescript/sdk_client.mjs target/debug/spine
 if [ -n "${SPINE_TEST_DATABASE_URL:-}" ]; then
-  # The service tests again, as the store contract's conformance suite on PostgreSQL, and
-  # both SDK suites with every server they start on PostgreSQL.
+  # The service tests again, as the store contract's conformance suite on PostgreSQL, the
+  # end-to-end suite, and both SDK suites with every server they start on PostgreSQL.
   SPINE_TEST_BACKEND=postgres cargo test -p spine-service --test integration
+  # The binary's end-to-end suite with every data directory standing for a fresh database
+  # (the two-node tests in it already ran on PostgreSQL above).
+  SPINE_TEST_BACKEND=postgres cargo test -p spine --test integration -- --skip postgres::
   SPINE_DATABASE_URL=$SPINE_TEST_DATABASE_URL target/pyenv/bin/python tests/python/sdk_client.py target/debug/spine
   SPINE_DATABASE_URL=$SPINE_TEST_DATABASE_URL node tests/typescript/sdk_client.mjs target/debug/spine
 fi

@@ -459,6 +459,7 @@ async fn stdio_with_token(
         .arg(dir)
         .args(extra)
         .env("SPINE_TOKEN", token);
+    crate::common::backend_env(cmd.as_std_mut(), dir);
     let (transport, _) =
         TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().expect("spawn spine mcp");
     ().serve(transport).await.expect("initialize over stdio")

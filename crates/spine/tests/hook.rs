@@ -26,6 +26,7 @@ async fn hook(data: &Path, args: &[&str], input: &str) -> Run {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
+    crate::common::backend_env(c.as_std_mut(), data);
     let mut child = c.spawn().expect("spawn spine hook");
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(input.as_bytes()).await.unwrap();
@@ -208,12 +209,15 @@ async fn a_hook_never_blocks_the_session() {
     let data = dir.path().join("data");
     let top = checkout(dir.path());
 
-    // No store yet: nothing printed, and none created.
-    let run = hook(&data, &["session-start"], &session_start(&top, "startup")).await;
-    assert_eq!(run.stdout, "");
-    assert!(run.stderr.contains("no Spine store"), "{}", run.stderr);
-    assert_eq!(run.stderr.trim_end().lines().count(), 1, "one line: {}", run.stderr);
-    assert!(!data.join("spine.db").exists(), "a hook never creates a store");
+    // No store yet: nothing printed, and none created (a database has no such state: the
+    // schema is there once a node or command connected).
+    if !on_postgres() {
+        let run = hook(&data, &["session-start"], &session_start(&top, "startup")).await;
+        assert_eq!(run.stdout, "");
+        assert!(run.stderr.contains("no Spine store"), "{}", run.stderr);
+        assert_eq!(run.stderr.trim_end().lines().count(), 1, "one line: {}", run.stderr);
+        assert!(!data.join("spine.db").exists(), "a hook never creates a store");
+    }
 
     seed(&data).await;
     for (args, input, why) in [

@@ -17,8 +17,8 @@ fn model_dir() -> PathBuf {
 }
 
 fn import(home: &Path, data: &Path, args: &[&str]) -> Run {
-    let out = std::process::Command::new(SPINE)
-        .arg("import-notes")
+    let mut cmd = std::process::Command::new(SPINE);
+    cmd.arg("import-notes")
         .args(args)
         .arg("--data-dir")
         .arg(data)
@@ -27,9 +27,9 @@ fn import(home: &Path, data: &Path, args: &[&str]) -> Run {
         .env("HOME", home)
         .env_remove("SPINE_OIDC_ISSUER")
         .env_remove("SPINE_EMBEDDER")
-        .env("SPINE_LOG", "warn")
-        .output()
-        .unwrap();
+        .env("SPINE_LOG", "warn");
+    backend_env(&mut cmd, data);
+    let out = cmd.output().unwrap();
     Run::of(out)
 }
 

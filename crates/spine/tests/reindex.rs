@@ -20,7 +20,7 @@ use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use spine_core::RecordId;
-use spine_store::{Embedding, SqliteStore, Store};
+use spine_store::Embedding;
 use tempfile::TempDir;
 
 const BUILTIN: &str = "builtin:all-MiniLM-L6-v2";
@@ -98,6 +98,7 @@ fn spine(data: &std::path::Path, args: &[String]) -> tokio::process::Command {
         .env_remove("SPINE_EMBED_DIMS")
         .stdin(Stdio::null())
         .kill_on_drop(true);
+    crate::common::backend_env(c.as_std_mut(), data);
     c
 }
 
@@ -135,7 +136,7 @@ async fn mcp_client(data: &std::path::Path, extra: &[String]) -> Client {
 }
 
 fn models(data: &std::path::Path) -> Vec<(String, u64)> {
-    SqliteStore::open(data).unwrap().embedder_models().unwrap()
+    open_store(data).embedder_models().unwrap()
 }
 
 const NOTES: [&str; 5] = [
@@ -277,7 +278,7 @@ async fn store_pages_records_needing_embedding_by_id() {
     }
     client.cancel().await.unwrap();
 
-    let s = SqliteStore::open(dir.path()).unwrap();
+    let s = open_store(dir.path());
     assert!(s.needing_embedding(BUILTIN, None, 10).unwrap().is_empty());
     let all = s.needing_embedding(OPENAI, None, 10).unwrap();
     assert_eq!(all.len(), 5);

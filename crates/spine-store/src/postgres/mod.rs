@@ -3,7 +3,7 @@
 //! - **Same contract.** [`PgStore`] implements [`crate::Store`] with the semantics of the
 //!   SQLite backend: the owner predicate inside every read query, the recall gate as SQL,
 //!   supersession and archiving in one transaction each.
-//! - **One row per record.** The payload (`body`, jsonb) is the source of truth; the columns
+//! - **One row per record.** The payload (`body`, `json`: its text as written) is the source of truth; the columns
 //!   queries filter on, the tags (`text[]`, GIN-indexed) and the vector (`vector`, with the
 //!   embedder's id and dimension count) sit beside it in the same row, rewritten with it.
 //! - **Vector search on the database.** An HNSW index per dimension count
@@ -157,7 +157,7 @@ impl PgStore {
     /// Runs one store call on the store's runtime, from any thread that may block; a call
     /// that has not finished after [`CALL_TIMEOUT`] (a database that stopped answering
     /// without closing the connection) fails as unavailable and its transaction rolls back.
-    pub(crate) fn block<T, F: Future<Output = Result<T>>>(&self, f: F) -> Result<T> {
+    pub(crate) fn block<T: Send, F: Future<Output = Result<T>> + Send>(&self, f: F) -> Result<T> {
         self.block_untimed(async {
             match tokio::time::timeout(CALL_TIMEOUT, f).await {
                 Ok(done) => done,
@@ -172,7 +172,10 @@ impl PgStore {
 
     /// [`PgStore::block`] without the time limit: migrations and index builds, which may
     /// take minutes on a large table.
-    fn block_untimed<F: Future>(&self, f: F) -> F::Output {
+    fn block_untimed<F: Future + Send>(&self, f: F) -> F::Output
+    where
+        F::Output: Send,
+    {
         let rt = self.rt.as_ref().expect("the runtime lives as long as the store");
         match tokio::runtime::Handle::try_current() {
             // On a worker thread of a multi-threaded runtime (or one of its blocking
@@ -180,7 +183,12 @@ impl PgStore {
             Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
                 tokio::task::block_in_place(|| rt.block_on(f))
             }
-            _ => rt.block_on(f),
+            // Inside a single-threaded runtime, which cannot block in place: wait on a
+            // thread outside it.
+            Ok(_) => std::thread::scope(|s| {
+                s.spawn(|| rt.block_on(f)).join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+            }),
+            Err(_) => rt.block_on(f),
         }
     }
 

@@ -378,11 +378,11 @@ impl ReviewStore for PgStore {
             .collect();
         let stamp_sql = format!(
             "UPDATE memories SET superseded_by = $1, body = {} WHERE id = $2",
-            stamp("jsonb_set(body, '{superseded_by}', to_jsonb($1::text))")
+            stamp("jsonb_set(body::jsonb, '{superseded_by}', to_jsonb($1::text))")
         );
         let link_sql = format!(
             "UPDATE memories SET body = {} WHERE id = $2",
-            stamp("jsonb_set(body, '{supersedes}', $1::text::jsonb)")
+            stamp("jsonb_set(body::jsonb, '{supersedes}', $1::text::jsonb)")
         );
         self.block(async {
             let mut client = self.pool.get().await?;

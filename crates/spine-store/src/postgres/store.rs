@@ -16,7 +16,7 @@ use crate::{
     Store, StoreError, SupersedeRejection, TagCount,
 };
 
-/// `expr` (a jsonb payload) with `schema_version` raised to this binary's, never lowered
+/// `expr` (a jsonb value; the stored payload is `json`, read it as `body::jsonb`) with `schema_version` raised to this binary's, never lowered
 /// (SPEC Versioning 2 and 4).
 pub(super) fn stamp(expr: &str) -> String {
     format!(
@@ -31,7 +31,7 @@ const COLUMNS: &str = "id, short_id, owner, visibility, scope, category, kind, c
 fn upsert_sql(vector: bool) -> String {
     let mut cols = COLUMNS.to_owned();
     let mut values = (1..=13).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
-    values.push_str(", $14::text::jsonb");
+    values.push_str(", $14::text::json");
     let mut set = "short_id = excluded.short_id, owner = excluded.owner,
         visibility = excluded.visibility, scope = excluded.scope, category = excluded.category,
         kind = excluded.kind, created_at = excluded.created_at,
@@ -217,7 +217,7 @@ impl Store for PgStore {
             let client = self.pool.get().await?;
             client
                 .execute(
-                    "UPDATE memories SET body = jsonb_set(jsonb_set(body, '{access_count}',
+                    "UPDATE memories SET body = jsonb_set(jsonb_set(body::jsonb, '{access_count}',
                         to_jsonb(coalesce((body->>'access_count')::bigint, 0) + 1)),
                         '{last_accessed_at}', to_jsonb($2::text))
                      WHERE id = $1",
@@ -506,7 +506,7 @@ impl Store for PgStore {
                 return Ok(Err(rejection));
             }
             write(&tx, new, Some(embedding)).await?;
-            let body = stamp("jsonb_set(body, '{superseded_by}', to_jsonb($1::text))");
+            let body = stamp("jsonb_set(body::jsonb, '{superseded_by}', to_jsonb($1::text))");
             let stamp_sql =
                 format!("UPDATE memories SET superseded_by = $1, body = {body} WHERE id = $2");
             let new_id = new.id.to_string();
@@ -573,12 +573,12 @@ impl Store for PgStore {
             Some(_) => format!(
                 "UPDATE memories m SET archived_at = $3, body = {}
                  WHERE m.id = $1 AND {owner} AND m.archived_at IS NULL",
-                stamp("jsonb_set(m.body, '{archived_at}', to_jsonb($4::text))")
+                stamp("jsonb_set(m.body::jsonb, '{archived_at}', to_jsonb($4::text))")
             ),
             None => format!(
                 "UPDATE memories m SET archived_at = NULL, body = {}
                  WHERE m.id = $1 AND {owner} AND m.archived_at IS NOT NULL",
-                stamp("(m.body - 'archived_at')")
+                stamp("(m.body::jsonb - 'archived_at')")
             ),
         };
         let stamp_at = at.map(|t| (t.as_secs(), t.to_rfc3339()));
@@ -635,7 +635,7 @@ impl Store for PgStore {
             w.bind(citations.iter().map(|c| c.kind.as_str().to_owned()).collect::<Vec<_>>());
         let refs = w.bind(citations.iter().map(|c| c.reference.clone()).collect::<Vec<_>>());
         w.and(&format!(
-            "EXISTS (SELECT 1 FROM jsonb_array_elements(coalesce(m.body->'citations', '[]')) c,
+            "EXISTS (SELECT 1 FROM json_array_elements(coalesce(m.body->'citations', '[]'::json)) c,
                 unnest({kinds}::text[], {refs}::text[]) AS w(kind, ref)
              WHERE c->>'kind' = w.kind AND c->>'ref' = w.ref)"
         ));

@@ -76,9 +76,10 @@ impl SummaryStore for PgStore {
     ) -> Result<bool> {
         // summary_egress_at is removed first, so a stale stamp never outlives the summary it
         // described, then set when the content left the process.
-        let mut body = "(m.body - 'summary_egress_at') || jsonb_build_object('summary', $1::text, \
+        let mut body =
+            "(m.body::jsonb - 'summary_egress_at') || jsonb_build_object('summary', $1::text, \
              'summary_source', 'auto', 'summary_model', $2::text)"
-            .to_owned();
+                .to_owned();
         if summary.egress_at.is_some() {
             body = format!("{body} || jsonb_build_object('summary_egress_at', $5::text)");
         }

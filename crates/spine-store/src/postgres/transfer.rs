@@ -2,9 +2,9 @@
 //! `spine prune-expired` and `spine migrate` read and write, and the extract-before-delete
 //! gate's bookkeeping. The walks page by `rowid` (insertion order), as on SQLite.
 //!
-//! The payload is jsonb: an exported payload is the same JSON as the imported one, with
-//! PostgreSQL's key order and spacing (a record decodes to the same value, and keys a newer
-//! binary wrote are kept).
+//! The payload is stored as `json` (its text as given): an exported record no one changed is
+//! byte for byte the line it was imported from. A record changed on PostgreSQL (archived,
+//! superseded…) is rewritten through jsonb: the same values, in jsonb's key order and spacing.
 
 use pgvector::Vector;
 use spine_core::{EpochSeconds, Memory, RecordId, Scope};
@@ -212,7 +212,7 @@ impl TransferStore for PgStore {
                 )
                 .await?;
             let update =
-                tx.prepare("UPDATE memories SET body = $1::text::jsonb WHERE rowid = $2").await?;
+                tx.prepare("UPDATE memories SET body = $1::text::json WHERE rowid = $2").await?;
             let mut page = MigratePage::default();
             for r in &rows {
                 let rowid: i64 = r.get(0);

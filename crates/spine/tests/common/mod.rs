@@ -16,11 +16,63 @@ use tempfile::TempDir;
 
 pub const SPINE: &str = env!("CARGO_BIN_EXE_spine");
 
+/// Whether the binary's store is PostgreSQL in this run (`SPINE_TEST_BACKEND=postgres`, with
+/// `SPINE_TEST_DATABASE_URL` naming the server): every data directory a test hands to the
+/// helpers below then stands for a fresh database of its own.
+pub fn on_postgres() -> bool {
+    std::env::var("SPINE_TEST_BACKEND").as_deref() == Ok("postgres")
+}
+
+/// The fresh databases standing for data directories, kept for the whole test run (the
+/// throw-away server goes with them).
+static DATABASES: LazyLock<
+    Mutex<HashMap<std::path::PathBuf, spine_testkit::postgres::FreshDatabase>>,
+> = LazyLock::new(Default::default);
+
+/// Points `cmd` (`as_std_mut()` for a tokio one) at the store for `data`: with `on_postgres()` the database standing for that
+/// directory (made on first use), else the directory itself (and no URL from the environment).
+pub fn backend_env(cmd: &mut std::process::Command, data: &std::path::Path) {
+    if !on_postgres() {
+        cmd.env_remove("SPINE_DATABASE_URL");
+        return;
+    }
+    cmd.env("SPINE_DATABASE_URL", database_for(data));
+}
+
+/// The URL of the database standing for `data`, made on first use.
+fn database_for(data: &std::path::Path) -> String {
+    let mut dbs = DATABASES.lock().unwrap();
+    let db = dbs.entry(data.to_path_buf()).or_insert_with(|| {
+        spine_testkit::postgres::fresh_database()
+            .expect("SPINE_TEST_BACKEND=postgres needs SPINE_TEST_DATABASE_URL")
+    });
+    db.url.clone()
+}
+
+/// The store the binary uses for `data` (see [`backend_env`]), opened in the test.
+pub fn open_store(data: &std::path::Path) -> Box<dyn spine_store::OperatorStore> {
+    if !on_postgres() {
+        return Box::new(spine_store::SqliteStore::open(data).unwrap());
+    }
+    Box::new(spine_store::PgStore::connect(&database_for(data)).unwrap())
+}
+
+/// True (and says so) on PostgreSQL, for a test that then returns: it checks the embedded
+/// store's own files or SQL.
+pub fn embedded_only() -> bool {
+    let skip = on_postgres();
+    if skip {
+        eprintln!("skipped on PostgreSQL: this test checks the embedded store's files or SQL");
+    }
+    skip
+}
+
 pub type Client = RunningService<RoleClient, ()>;
 
 pub async fn stdio_client(data: &std::path::Path) -> Client {
     let mut cmd = tokio::process::Command::new(SPINE);
-    cmd.arg("mcp").arg("--data-dir").arg(data).env_remove("SPINE_DATABASE_URL");
+    cmd.arg("mcp").arg("--data-dir").arg(data);
+    backend_env(cmd.as_std_mut(), data);
     // The builder, unlike `new`, lets the server's logs go somewhere other than the test's.
     let (transport, _) =
         TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().expect("spawn spine mcp");
@@ -122,16 +174,15 @@ pub async fn start_http_with(extra: &[&str]) -> Server {
 pub async fn start_http_in(dir: TempDir, extra: &[&str]) -> Server {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let addr = format!("127.0.0.1:{port}");
-    let mut child = tokio::process::Command::new(SPINE)
-        .args(["serve", "--listen", &addr, "--data-dir"])
+    let mut cmd = tokio::process::Command::new(SPINE);
+    cmd.args(["serve", "--listen", &addr, "--data-dir"])
         .arg(dir.path())
         .args(extra)
         .env_remove("SPINE_OIDC_ISSUER")
-        .env_remove("SPINE_DATABASE_URL")
         .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
+        .kill_on_drop(true);
+    backend_env(cmd.as_std_mut(), dir.path());
+    let mut child = cmd.spawn().unwrap();
     let http = reqwest::Client::new();
     for _ in 0..300 {
         if let Ok(r) = http.get(format!("http://{addr}/healthz")).send().await
@@ -187,9 +238,9 @@ pub async fn spine(data: &std::path::Path, args: &[&str]) -> Run {
         .env_remove("SPINE_EMBED_URL")
         .env_remove("SPINE_EMBED_MODEL")
         .env_remove("SPINE_EMBED_DIMS")
-        .env_remove("SPINE_DATABASE_URL")
         .stdin(Stdio::null())
         .kill_on_drop(true);
+    backend_env(c.as_std_mut(), data);
     let out = tokio::time::timeout(Duration::from_secs(180), c.output())
         .await
         .expect("spine finished in time")
