@@ -2,7 +2,6 @@
 //! same checks: SQLite always, PostgreSQL when `SPINE_TEST_DATABASE_URL` names a server
 //! (skipped without it outside CI).
 
-use serde_json::Value;
 use spine_core::{Caller, EpochSeconds, RecordId, SCHEMA_VERSION, Scope, Timestamp};
 use spine_store::{
     Access, AutoSummary, Embedding, ImportOutcome, ImportRecord, MissingSummaries, PgStore,
@@ -24,10 +23,6 @@ fn on_both(check: impl Fn(&dyn Bulk)) {
         check(&store);
         drop(store);
     }
-}
-
-fn json(s: &str) -> Value {
-    serde_json::from_str(s).unwrap()
 }
 
 #[test]
