@@ -115,9 +115,12 @@ fn main() -> Result<()> {
         args[from..].iter().map(|s| s.parse::<usize>().context("a record count")).collect()
     };
     match args.first().map(String::as_str) {
-        Some(cmd @ ("search" | "cross")) => {
-            let layout =
-                if cmd == "cross" { scale::Layout::Cross } else { scale::Layout::OneScope };
+        Some(cmd @ ("search" | "cross" | "owners")) => {
+            let layout = match cmd {
+                "cross" => scale::Layout::Cross,
+                "owners" => scale::Layout::CrossOwners,
+                _ => scale::Layout::OneScope,
+            };
             let embedder = Arc::new(Memo::new(model()?));
             scale::run(embedder, &corpus::real_texts(2000)?, layout, &numbers(1)?)
         }
@@ -125,7 +128,7 @@ fn main() -> Result<()> {
         Some("eval") => eval::eval(numbers(1)?.first().copied().unwrap_or(eval::DEFAULT_DOCS)),
         _ => {
             bail!(
-                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench ingest N | spine-bench eval [N]"
+                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench ingest N | spine-bench eval [N]"
             )
         }
     }

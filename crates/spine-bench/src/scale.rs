@@ -11,13 +11,17 @@
 //! served from a memo: the SPEC targets exclude it.
 //!
 //! Layouts: `search N` puts N records in one scope and searches that scope; `cross N`
-//! spreads N records over 100 scopes and searches with `cross_spine`.
+//! spreads N records over 100 scopes and searches with `cross_spine`; `owners N` does the
+//! same with the records owned by 10 owners (one in ten shared), searched by one of them:
+//! the owner filter keeps about 19% of the records.
 //!
 //! Recall@10 is measured at the store level (`Store::nearest`, the 10 nearest active
 //! records) against an exact f32 scan of the vectors read back from the store.
 //!
 //! With `SPINE_BENCH_DATABASE_URL` naming a PostgreSQL server (with pgvector), each size runs
-//! on a fresh database there instead of SQLite (`ANALYZE` after the load).
+//! on a fresh database there instead of SQLite. Records are loaded as `spine import` loads
+//! them (a bulk load: on PostgreSQL the HNSW index is built once at the end, then
+//! `ANALYZE`); "ingest" is the load, "build" the end of the bulk load.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -28,7 +32,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 use spine_core::{
-    Caller, Category, Limits, Memory, Scope, ShortId, Source, SystemClock, Timestamp,
+    Caller, Category, Limits, Memory, Scope, ShortId, Source, SystemClock, Timestamp, Visibility,
 };
 use spine_embed::Embedder;
 use spine_service::Service;
@@ -53,6 +57,38 @@ pub enum Layout {
     OneScope,
     /// N records over [`CROSS_SCOPES`] scopes; search across all of them.
     Cross,
+    /// As `Cross`, the records owned by [`OWNERS`] owners (every tenth shared), searched by
+    /// the first owner.
+    CrossOwners,
+}
+
+/// Owners of the records of a `CrossOwners` layout.
+const OWNERS: usize = 10;
+
+impl Layout {
+    fn name(self) -> &'static str {
+        match self {
+            Layout::OneScope => "one scope",
+            Layout::Cross => "cross_spine, 100 scopes",
+            Layout::CrossOwners => "cross_spine, 100 scopes, owner filter",
+        }
+    }
+
+    /// Who owns record `i` and whether it is shared.
+    fn owner(self, i: usize) -> Option<(String, bool)> {
+        match self {
+            Layout::CrossOwners => Some((format!("owner{}", i % OWNERS), i % 10 == 3)),
+            _ => None,
+        }
+    }
+
+    /// Who searches.
+    fn caller(self) -> Caller {
+        match self {
+            Layout::CrossOwners => Caller::authenticated("owner0", "owner0"),
+            _ => Caller::anonymous(),
+        }
+    }
 }
 
 fn gaussian(rng: &mut StdRng) -> f32 {
@@ -87,26 +123,35 @@ impl Shapes {
     }
 }
 
-fn record(i: usize, scope: &Scope, at: Timestamp) -> Memory {
+fn record(i: usize, scope: &Scope, at: Timestamp, layout: Layout) -> Memory {
+    let owner = layout.owner(i);
+    let caller = match &owner {
+        Some((o, _)) => Caller::authenticated(o.clone(), o.clone()),
+        None => Caller::anonymous(),
+    };
     let mut m = Memory::new(
         ShortId::mint(),
         format!("Benchmark record {i}: module_{} handles request type {}.", i % 97, i % 13),
         scope.clone(),
         Source::AgentInferred,
         Category::Convention,
-        &Caller::anonymous(),
+        &caller,
         at,
     );
+    if let Some((_, true)) = owner {
+        m.visibility = Visibility::Shared;
+    }
     m.tags = vec![format!("t{}", i % 50)];
     m
 }
 
-/// The exact top-10 of each query among every stored vector of `model`, read back through
-/// the export walk (one pass over the store, any backend).
+/// The exact top-10 of each query among every stored vector of `model` that `caller` may
+/// read, read back through the export walk (one pass over the store, any backend).
 fn exact_top10(
     store: &dyn BenchStore,
     model: &str,
     queries: &[Vec<f32>],
+    caller: &Caller,
 ) -> Result<Vec<Vec<String>>> {
     let mut best: Vec<Vec<(f32, String)>> = vec![Vec::new(); queries.len()];
     let mut after = 0;
@@ -115,6 +160,13 @@ fn exact_top10(
         let Some(last) = page.last() else { break };
         after = last.rowid;
         for r in page {
+            let m: Memory = serde_json::from_str(&r.body)?;
+            let readable = !caller.is_authenticated()
+                || m.owner.as_deref() == Some(caller.owner())
+                || m.visibility == Visibility::Shared;
+            if !readable {
+                continue;
+            }
             let Some(v) = r.vector.filter(|v| v.model == model) else { continue };
             let v: Vec<f32> = v
                 .data
@@ -141,8 +193,6 @@ impl<T: Store + TransferStore> BenchStore for T {}
 /// A fresh store and what removes it when dropped.
 struct Fresh {
     store: Arc<dyn BenchStore>,
-    /// The same database, for `ANALYZE`, on PostgreSQL.
-    postgres: Option<PgStore>,
     _guard: Box<dyn std::any::Any>,
 }
 
@@ -153,13 +203,12 @@ fn fresh_store() -> Result<Fresh> {
         Some(server) => {
             let db: FreshDatabase = spine_testkit::postgres::fresh_database_on(&server);
             let store = Arc::new(PgStore::connect(&db.url)?);
-            let analyze = PgStore::connect(&db.url)?;
-            Ok(Fresh { store, postgres: Some(analyze), _guard: Box::new(db) })
+            Ok(Fresh { store, _guard: Box::new(db) })
         }
         None => {
             let dir = tempfile::tempdir()?;
             let store = Arc::new(SqliteStore::open(dir.path())?);
-            Ok(Fresh { store, postgres: None, _guard: Box::new(dir) })
+            Ok(Fresh { store, _guard: Box::new(dir) })
         }
     }
 }
@@ -181,15 +230,15 @@ pub fn run(
     let shapes = Shapes { base };
     let text = "which module handles authentication requests";
     println!(
-        "| records | layout | p50 ms | p95 ms | p99 ms | index p50 ms | recall@10 | RSS MiB | index load s | ingest s |"
+        "| records | layout | p50 ms | p95 ms | p99 ms | index p50 ms | recall@10 | RSS MiB | index load s | ingest s | build s |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for &n in sizes {
-        let Fresh { store, postgres, _guard } = fresh_store()?;
+        let Fresh { store, _guard } = fresh_store()?;
         let mut rng = StdRng::seed_from_u64(7);
         let scopes: Vec<Scope> = match layout {
             Layout::OneScope => vec![Scope::parse("scope", "bench:project:spine")],
-            Layout::Cross => (0..CROSS_SCOPES)
+            Layout::Cross | Layout::CrossOwners => (0..CROSS_SCOPES)
                 .map(|i| Scope::parse("scope", &format!("bench:project:p{i}")))
                 .collect(),
         }
@@ -198,6 +247,7 @@ pub fn run(
         .map_err(|e| anyhow!("{e}"))?;
         let t = Instant::now();
         let at0 = 1_800_000_000_000_000i64;
+        store.begin_bulk_load()?;
         for start in (0..n).step_by(5000) {
             let end = (start + 5000).min(n);
             let vectors: Vec<Vec<f32>> = (start..end).map(|_| shapes.record(&mut rng)).collect();
@@ -205,16 +255,16 @@ pub fn run(
                 .zip(&vectors)
                 .map(|(i, v)| {
                     let scope = &scopes[i % scopes.len()];
-                    let m = record(i, scope, Timestamp::from_micros(at0 + i as i64));
+                    let m = record(i, scope, Timestamp::from_micros(at0 + i as i64), layout);
                     (m, Embedding { model: embedder.model_id(), vector: v })
                 })
                 .collect();
             store.insert_batch(&items)?;
         }
-        if let Some(pg) = &postgres {
-            pg.analyze()?;
-        }
         let ingest_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        store.finish_bulk_load()?;
+        let build_s = t.elapsed().as_secs_f64();
 
         // The memo answers every timed query: the query vector is a shaped one.
         let queries: Vec<Vec<f32>> = (0..QUERIES).map(|_| shapes.query(&mut rng)).collect();
@@ -223,11 +273,11 @@ pub fn run(
         let args = || {
             let a = match layout {
                 Layout::OneScope => json!({"query": text, "scope": scopes[0].as_str()}),
-                Layout::Cross => json!({"query": text, "cross_spine": true}),
+                Layout::Cross | Layout::CrossOwners => json!({"query": text, "cross_spine": true}),
             };
             parse_args(a.as_object().cloned().unwrap_or_default()).map_err(|e| anyhow!("{e}"))
         };
-        let caller = Caller::anonymous();
+        let caller = layout.caller();
         let t = Instant::now();
         embedder.remember(text, queries[0].clone());
         service.search_memory(&caller, args()?).map_err(|e| anyhow!("{e}"))?;
@@ -251,9 +301,9 @@ pub fn run(
         let access = Access::read(&caller);
         let filter = match layout {
             Layout::OneScope => Filter::new(ScopeFilter::One(scopes[0].clone())),
-            Layout::Cross => Filter::new(ScopeFilter::All),
+            Layout::Cross | Layout::CrossOwners => Filter::new(ScopeFilter::All),
         };
-        let exact = exact_top10(store.as_ref(), embedder.model_id(), &queries)?;
+        let exact = exact_top10(store.as_ref(), embedder.model_id(), &queries, &caller)?;
         let mut hits = 0;
         let mut index_ms = Vec::with_capacity(queries.len());
         for (q, want) in queries.iter().zip(&exact) {
@@ -275,11 +325,8 @@ pub fn run(
         let recall = hits as f64 / (10 * queries.len()) as f64;
         index_ms.sort_by(f64::total_cmp);
         println!(
-            "| {n} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {recall:.3} | {rss:.0} | {load_s:.1} | {ingest_s:.0} |",
-            match layout {
-                Layout::OneScope => "one scope",
-                Layout::Cross => "cross_spine, 100 scopes",
-            },
+            "| {n} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {recall:.3} | {rss:.0} | {load_s:.1} | {ingest_s:.0} | {build_s:.0} |",
+            layout.name(),
             percentile(&ms, 0.5),
             percentile(&ms, 0.95),
             percentile(&ms, 0.99),

@@ -6,4 +6,5 @@ mod index;
 mod migrations;
 mod operator;
 mod pg_review;
+mod pg_search;
 mod transfer;

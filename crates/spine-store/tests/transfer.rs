@@ -5,7 +5,7 @@
 use spine_core::{Caller, EpochSeconds, RecordId, SCHEMA_VERSION, Scope, Timestamp};
 use spine_store::{
     Access, AutoSummary, Embedding, ImportOutcome, ImportRecord, MissingSummaries, PgStore,
-    SqliteStore, SummaryStore, TransferStore,
+    SqliteStore, Store, SummaryStore, TransferStore,
 };
 use spine_testkit::records::record;
 
@@ -217,4 +217,73 @@ fn postgres_store_is_usable_inside_either_runtime_flavour() {
     let multi = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let n = multi.block_on(async { store.count_records(None).unwrap() });
     assert_eq!(n, 1);
+}
+
+/// A bulk load into an empty PostgreSQL table builds the HNSW index once, at its end (and
+/// searches stay exact meanwhile); into a table that has one, the index is kept current.
+#[test]
+fn a_bulk_load_into_an_empty_postgres_table_builds_the_vector_index_at_its_end() {
+    let Some(db) = spine_testkit::postgres::fresh_database() else { return };
+    let store = PgStore::connect(&db.url).unwrap();
+    let indexes = || -> Vec<String> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let (client, conn) =
+                tokio_postgres::connect(&db.url, tokio_postgres::NoTls).await.unwrap();
+            tokio::spawn(conn);
+            let rows = client
+                .query("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'memories_vec%'", &[])
+                .await
+                .unwrap();
+            rows.iter().map(|r| r.get(0)).collect()
+        })
+    };
+    let load = |store: &PgStore, n: usize| {
+        let records: Vec<_> = (0..n)
+            .map(|i| record(SCOPE, &format!("bulk record {i}"), "alice", 1_800_000_000 + i as i64))
+            .collect();
+        let bodies: Vec<String> =
+            records.iter().map(|m| serde_json::to_string(m).unwrap()).collect();
+        let vectors: Vec<[f32; 3]> = (0..n).map(|i| [1.0, i as f32, 0.5]).collect();
+        let items: Vec<ImportRecord<'_>> = records
+            .iter()
+            .zip(&bodies)
+            .zip(&vectors)
+            .map(|((m, b), v)| ImportRecord {
+                memory: m.clone(),
+                body: b,
+                vector: Some(Embedding { model: "m", vector: v }),
+            })
+            .collect();
+        store.import_batch(&items).unwrap();
+        records
+    };
+    store.begin_bulk_load().unwrap();
+    let records = load(&store, 20);
+    assert!(indexes().is_empty(), "deferred while the load runs");
+    let caller = Caller::authenticated("alice", "alice");
+    let access = Access::read(&caller);
+    let filter = spine_store::Filter::new(spine_store::ScopeFilter::All);
+    let query = spine_store::NearestQuery {
+        access: &access,
+        filter: &filter,
+        model: "m",
+        vector: &[1.0, 19.0, 0.5],
+        now: Timestamp::from_micros(1_900_000_000_000_000),
+        any: 0,
+        active: 3,
+        exclude: None,
+    };
+    assert_eq!(store.nearest(&query).unwrap()[0].id, records[19].id, "exact meanwhile");
+    store.finish_bulk_load().unwrap();
+    assert_eq!(indexes(), ["memories_vec_hnsw_3"]);
+    assert_eq!(store.nearest(&query).unwrap()[0].id, records[19].id);
+
+    // Not empty: nothing is deferred, the index stays and is maintained.
+    let other = PgStore::connect(&db.url).unwrap();
+    other.begin_bulk_load().unwrap();
+    load(&other, 5);
+    other.finish_bulk_load().unwrap();
+    assert_eq!(indexes(), ["memories_vec_hnsw_3"]);
+    assert_eq!(other.count_records(None).unwrap(), 25);
 }

@@ -145,12 +145,34 @@ fn count_lines(path: &Path) -> std::io::Result<u64> {
 /// file that is no export creates no store), `batch` records per transaction, embedding
 /// vector-less records with the embedder `embedder` builds (called at most once, and only
 /// when needed). Blocking.
+///
+/// The store is told a bulk load runs ([`spine_store::TransferStore::begin_bulk_load`]) and
+/// that it ended, whether the import finished or stopped at an error.
 pub fn import(
     path: &Path,
     batch_size: u64,
     open: impl FnOnce() -> Result<Box<dyn OperatorStore>>,
     embedder: &mut dyn FnMut() -> Result<Arc<dyn Embedder>>,
     progress: &mut dyn Progress,
+) -> Result<ImportReport> {
+    let mut store = None;
+    let imported = import_into(path, batch_size, open, embedder, progress, &mut store);
+    let finished = match &store {
+        Some(store) => store.finish_bulk_load().map_err(Error::from),
+        None => Ok(()),
+    };
+    let report = imported?;
+    finished?;
+    Ok(report)
+}
+
+fn import_into(
+    path: &Path,
+    batch_size: u64,
+    open: impl FnOnce() -> Result<Box<dyn OperatorStore>>,
+    embedder: &mut dyn FnMut() -> Result<Arc<dyn Embedder>>,
+    progress: &mut dyn Progress,
+    store: &mut Option<Box<dyn OperatorStore>>,
 ) -> Result<ImportReport> {
     let shown = path.display();
     let reading = |context: String| move |source| Error::Io { context, source };
@@ -161,7 +183,6 @@ pub fn import(
     let mut report = ImportReport { file: shown.to_string(), ..ImportReport::default() };
     let mut batch: Vec<Pending> = Vec::new();
     let mut open = Some(open);
-    let mut store: Option<Box<dyn OperatorStore>> = None;
     let (mut text, mut line_no, mut header_seen, mut end): (String, u64, bool, Option<End>) =
         (String::new(), 0, false, None);
 
@@ -214,7 +235,8 @@ pub fn import(
                 header_seen = true;
                 report.exported_at = h.exported_at;
                 if let Some(open) = open.take() {
-                    store = Some(open()?);
+                    let opened = store.insert(open()?);
+                    opened.begin_bulk_load()?;
                 }
                 progress.start("importing", lines.saturating_sub(2));
             }
@@ -244,13 +266,13 @@ pub fn import(
             Line::End(e) => end = Some(e),
         }
     }
-    let Some(store) = store else {
+    let Some(store) = store.as_deref() else {
         return Err(Error::Invalid(format!(
             "{shown} is empty: not a file written by `spine export`"
         )));
     };
     let tail = batch.len() as u64;
-    write_batch(store.as_ref(), &mut batch, &mut embedder, &mut report)?;
+    write_batch(store, &mut batch, &mut embedder, &mut report)?;
     progress.advance(tail);
     progress.finish();
     report.complete = end.is_some();

@@ -90,6 +90,19 @@ pub trait TransferStore: Store {
     /// entry in the change log.
     fn migrate_page(&self, after: i64, limit: usize) -> Result<MigratePage>;
 
+    /// A bulk load (`spine import`) begins: the store may defer work that is cheaper done
+    /// once at the end (PostgreSQL: into an empty table, the HNSW index is built after the
+    /// load instead of row by row). Searches stay exact meanwhile; nothing else changes.
+    fn begin_bulk_load(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The bulk load ended (finished or stopped): whatever was deferred is done now, and the
+    /// planner's statistics are refreshed where the backend has one.
+    fn finish_bulk_load(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Records that `records` were written to `file` at `at`, as they are now.
     fn mark_exported(&self, records: &[Memory], file: &str, at: EpochSeconds) -> Result<()>;
 

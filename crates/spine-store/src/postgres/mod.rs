@@ -32,6 +32,7 @@ mod verify;
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -42,6 +43,9 @@ use crate::{Result, StoreError};
 /// The advisory lock key that serialises migrations and index creation across nodes
 /// ("spine" in ASCII).
 const LOCK_KEY: i64 = 0x0073_7069_6e65;
+
+/// `maintenance_work_mem` while an HNSW index is built.
+const BUILD_MEMORY: &str = "2GB";
 
 /// How long a call waits for a connection (and a new connection for the server) before it
 /// fails as unavailable.
@@ -89,6 +93,9 @@ pub struct PgStore {
     target: String,
     /// The dimension counts whose HNSW index this node has made sure of.
     vector_indexes: Mutex<HashSet<usize>>,
+    /// A bulk load into an empty table runs: missing HNSW indexes are built when it ends
+    /// ([`crate::TransferStore::finish_bulk_load`]), not row by row.
+    deferring_indexes: AtomicBool,
 }
 
 impl Drop for PgStore {
@@ -129,8 +136,13 @@ impl PgStore {
             .recycle_timeout(Some(CONNECT_TIMEOUT))
             .build()
             .map_err(|e| StoreError::Io(format!("setting up the connection pool: {e}")))?;
-        let store =
-            PgStore { rt: Some(rt), pool, target, vector_indexes: Mutex::new(HashSet::new()) };
+        let store = PgStore {
+            rt: Some(rt),
+            pool,
+            target,
+            vector_indexes: Mutex::new(HashSet::new()),
+            deferring_indexes: AtomicBool::new(false),
+        };
         store.migrate().map_err(|e| match e {
             StoreError::Unavailable(m) => {
                 StoreError::Unavailable(format!("cannot reach PostgreSQL at {}: {m}", store.target))
@@ -226,15 +238,21 @@ impl PgStore {
     }
 
     /// Makes sure the HNSW index for vectors of `dims` dimensions exists (built once, by
-    /// whichever node first stores or searches such a vector).
+    /// whichever node first stores or searches such a vector; during a bulk load into an
+    /// empty table, when the load ends).
     pub(crate) fn ensure_vector_index(&self, dims: usize) -> Result<()> {
-        if self.vector_indexes.lock().unwrap_or_else(|p| p.into_inner()).contains(&dims) {
+        if self.deferring_indexes.load(Ordering::Relaxed)
+            || self.vector_indexes.lock().unwrap_or_else(|p| p.into_inner()).contains(&dims)
+        {
             return Ok(());
         }
         self.block_untimed(async {
             let mut client = self.pool.get().await?;
             let tx = client.transaction().await?;
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY]).await?;
+            // Building over many rows (after a bulk load) is fastest when the graph fits in
+            // memory: about 2 KiB per 384-dimension vector. An upper bound, used as needed.
+            tx.batch_execute(&format!("SET LOCAL maintenance_work_mem = '{BUILD_MEMORY}'")).await?;
             tx.batch_execute(&format!(
                 "CREATE INDEX IF NOT EXISTS memories_vec_hnsw_{dims} ON memories
                  USING hnsw ((vec::vector({dims})) vector_cosine_ops) WHERE dims = {dims}"
@@ -245,6 +263,40 @@ impl PgStore {
         })?;
         self.vector_indexes.lock().unwrap_or_else(|p| p.into_inner()).insert(dims);
         Ok(())
+    }
+}
+
+impl PgStore {
+    /// See [`crate::TransferStore::begin_bulk_load`]: into an empty table, index building is
+    /// deferred (pgvector builds an HNSW index over existing rows far faster than it
+    /// inserts them one by one). An index that exists already is kept and maintained.
+    pub(crate) fn begin_bulk_load(&self) -> Result<()> {
+        let empty: bool = self.block(async {
+            let client = self.pool.get().await?;
+            Ok(client.query_one("SELECT NOT EXISTS (SELECT 1 FROM memories)", &[]).await?.get(0))
+        })?;
+        if empty {
+            self.deferring_indexes.store(true, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// See [`crate::TransferStore::finish_bulk_load`]: builds the indexes a bulk load
+    /// deferred, then refreshes the planner's statistics.
+    pub(crate) fn finish_bulk_load(&self) -> Result<()> {
+        if self.deferring_indexes.swap(false, Ordering::Relaxed) {
+            let sizes: Vec<i32> = self.block_untimed(async {
+                let client = self.pool.get().await?;
+                let rows =
+                    client.query("SELECT DISTINCT dims FROM memories WHERE dims > 0", &[]).await?;
+                Ok::<_, StoreError>(rows.iter().map(|r| r.get(0)).collect())
+            })?;
+            for dims in sizes {
+                tracing::info!(dims, "building the HNSW index after a bulk load");
+                self.ensure_vector_index(usize::try_from(dims).unwrap_or(0))?;
+            }
+        }
+        self.analyze()
     }
 }
 

@@ -17,6 +17,14 @@ use crate::{
 };
 
 impl TransferStore for PgStore {
+    fn begin_bulk_load(&self) -> Result<()> {
+        PgStore::begin_bulk_load(self)
+    }
+
+    fn finish_bulk_load(&self) -> Result<()> {
+        PgStore::finish_bulk_load(self)
+    }
+
     fn count_records(&self, scope: Option<&Scope>) -> Result<u64> {
         let scope = scope.map(|s| s.as_str().to_owned());
         self.block(async {

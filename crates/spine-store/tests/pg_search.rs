@@ -1,0 +1,102 @@
+//! Nearest search on PostgreSQL against an exact scan: through the HNSW index (iterative
+//! scan) when many rows pass the filters, exactly when few do.
+
+use std::collections::HashSet;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use spine_core::{Caller, Scope, Timestamp, Visibility};
+use spine_store::{
+    Access, Embedding, Filter, ImportRecord, NearestQuery, PgStore, ScopeFilter, Store,
+    TransferStore,
+};
+use spine_testkit::records::record;
+
+const DIMS: usize = 16;
+
+fn unit(rng: &mut StdRng) -> Vec<f32> {
+    let v: Vec<f32> = (0..DIMS).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.into_iter().map(|x| x / n).collect()
+}
+
+#[test]
+fn filtered_nearest_matches_an_exact_scan_on_few_rows_and_on_many() {
+    let Some(db) = spine_testkit::postgres::fresh_database() else { return };
+    let store = PgStore::connect(&db.url).unwrap();
+    let mut rng = StdRng::seed_from_u64(11);
+    // 6,000 records in a big scope (owners alice and bob, every third shared), 30 of
+    // alice's in a small one: more than the exact-scan limit pass a cross-scope search,
+    // far fewer a search of the small scope.
+    let mut records = Vec::new();
+    for i in 0..6030 {
+        let (scope, owner) = match i {
+            0..6000 => ("acme:project:big", if i % 2 == 0 { "alice" } else { "bob" }),
+            _ => ("acme:project:small", "alice"),
+        };
+        let mut m = record(scope, &format!("record {i}"), owner, 1_800_000_000 + i as i64);
+        if i % 3 == 0 {
+            m.visibility = Visibility::Shared;
+        }
+        records.push((m, unit(&mut rng)));
+    }
+    let bodies: Vec<String> =
+        records.iter().map(|(m, _)| serde_json::to_string(m).unwrap()).collect();
+    store.begin_bulk_load().unwrap();
+    for (chunk, bodies) in records.chunks(1000).zip(bodies.chunks(1000)) {
+        let items: Vec<ImportRecord<'_>> = chunk
+            .iter()
+            .zip(bodies)
+            .map(|((m, v), b)| ImportRecord {
+                memory: m.clone(),
+                body: b,
+                vector: Some(Embedding { model: "m", vector: v }),
+            })
+            .collect();
+        store.import_batch(&items).unwrap();
+    }
+    store.finish_bulk_load().unwrap();
+
+    let alice = Caller::authenticated("alice", "alice");
+    let access = Access::read(&alice);
+    let readable = |m: &spine_core::Memory| {
+        m.owner.as_deref() == Some("alice") || m.visibility == Visibility::Shared
+    };
+    let small = Scope::parse("scope", "acme:project:small").unwrap();
+    for (filter, wanted_recall) in
+        [(Filter::new(ScopeFilter::One(small.clone())), 1.0), (Filter::new(ScopeFilter::All), 0.9)]
+    {
+        let (mut hits, mut total) = (0, 0);
+        for _ in 0..20 {
+            let q = unit(&mut rng);
+            let mut exact: Vec<(f32, String)> = records
+                .iter()
+                .filter(|(m, _)| readable(m))
+                .filter(|(m, _)| match &filter.scope {
+                    ScopeFilter::One(s) => m.scope == *s,
+                    _ => true,
+                })
+                .map(|(m, v)| (spine_core::cosine(&q, v), m.id.to_string()))
+                .collect();
+            exact.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let want: HashSet<String> = exact.into_iter().take(10).map(|(_, id)| id).collect();
+            let got = store
+                .nearest(&NearestQuery {
+                    access: &access,
+                    filter: &filter,
+                    model: "m",
+                    vector: &q,
+                    now: Timestamp::from_micros(1_900_000_000_000_000),
+                    any: 0,
+                    active: 10,
+                    exclude: None,
+                })
+                .unwrap();
+            assert_eq!(got.len(), 10);
+            hits += got.iter().filter(|n| want.contains(&n.id.to_string())).count();
+            total += 10;
+        }
+        let recall = hits as f64 / total as f64;
+        assert!(recall >= wanted_recall, "{:?}: recall {recall}", filter.scope);
+    }
+}
