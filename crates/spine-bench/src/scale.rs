@@ -77,7 +77,11 @@ impl Layout {
     /// Who owns record `i` and whether it is shared.
     fn owner(self, i: usize) -> Option<(String, bool)> {
         match self {
-            Layout::CrossOwners => Some((format!("owner{}", i % OWNERS), i % 10 == 3)),
+            // Every scope holds records of every owner, shared or not.
+            Layout::CrossOwners => Some((
+                format!("owner{}", (i / CROSS_SCOPES) % OWNERS),
+                (i / (CROSS_SCOPES * OWNERS)) % 10 == 3,
+            )),
             _ => None,
         }
     }

@@ -55,4 +55,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // exports byte for byte as it was imported or written (jsonb reorders keys and spaces
     // them). Updates still compute on jsonb (`body::jsonb`) and store the result.
     "ALTER TABLE memories ALTER COLUMN body TYPE json USING body::json;",
+    // 3: shared records by scope, so listing the scopes a caller reads answers "does this
+    // scope hold a shared record" with one index lookup.
+    "CREATE INDEX memories_shared_scope ON memories (scope) WHERE visibility = 'shared';",
 ];

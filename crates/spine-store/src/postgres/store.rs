@@ -426,21 +426,45 @@ impl Store for PgStore {
 
     fn scopes(&self, access: &Access, filter: &Filter, limit: usize) -> Result<Vec<String>> {
         let one_scope = matches!(filter.scope, crate::ScopeFilter::One(_));
+        let sql;
         let mut w = Where::new();
-        w.access(access);
-        w.filter(filter);
-        let l = w.bind(limit as i64);
-        // Across scopes, a loose index scan: walk the distinct scopes through the (scope, …)
-        // index, one probe each, and keep those holding a record the caller reads that
-        // matches, instead of DISTINCT over every readable row (a scan of the table). One
-        // scope: its rows are found through the same index directly.
-        let sql = if one_scope {
-            format!(
+        if one_scope {
+            w.access(access);
+            w.filter(filter);
+            let l = w.bind(limit as i64);
+            sql = format!(
                 "SELECT DISTINCT m.scope FROM memories m WHERE {} ORDER BY m.scope LIMIT {l}",
                 w.sql
-            )
+            );
         } else {
-            format!(
+            // Across scopes, a loose index scan: walk the distinct scopes through the
+            // (scope, …) index, one probe each, and keep those holding a record the caller
+            // reads that matches, instead of DISTINCT over every readable row (a scan of the
+            // table). The probe for "a record the caller reads" goes through an index that
+            // answers it directly — (owner, scope) for the caller's own records, the
+            // partial (scope) index of shared ones — so a scope full of other owners'
+            // private records costs one index lookup, not a walk of its rows.
+            w.filter(filter);
+            let probes = if access.every_owner {
+                format!("EXISTS (SELECT 1 FROM memories m WHERE m.scope = s.scope AND {})", w.sql)
+            } else {
+                let owner = w.bind(access.owner.clone());
+                let own = format!(
+                    "EXISTS (SELECT 1 FROM memories m WHERE m.owner = {owner} AND m.scope = s.scope AND {})",
+                    w.sql
+                );
+                if access.include_shared {
+                    format!(
+                        "({own} OR EXISTS (SELECT 1 FROM memories m WHERE m.visibility = 'shared'
+                            AND m.scope = s.scope AND m.owner IS NOT NULL AND {}))",
+                        w.sql
+                    )
+                } else {
+                    own
+                }
+            };
+            let l = w.bind(limit as i64);
+            sql = format!(
                 "WITH RECURSIVE s(scope) AS (
                     (SELECT scope FROM memories ORDER BY scope LIMIT 1)
                     UNION ALL
@@ -449,12 +473,10 @@ impl Store for PgStore {
                     FROM s WHERE s.scope IS NOT NULL
                  )
                  SELECT s.scope FROM s
-                 WHERE s.scope IS NOT NULL
-                   AND EXISTS (SELECT 1 FROM memories m WHERE m.scope = s.scope AND {})
-                 ORDER BY s.scope LIMIT {l}",
-                w.sql
-            )
-        };
+                 WHERE s.scope IS NOT NULL AND {probes}
+                 ORDER BY s.scope LIMIT {l}"
+            );
+        }
         self.block(async {
             let client = self.pool.get().await?;
             let rows = client.query(&sql, &w.refs()).await?;
