@@ -426,16 +426,15 @@ impl Store for PgStore {
 
     fn scopes(&self, access: &Access, filter: &Filter, limit: usize) -> Result<Vec<String>> {
         let one_scope = matches!(filter.scope, crate::ScopeFilter::One(_));
-        let sql;
         let mut w = Where::new();
-        if one_scope {
+        let sql = if one_scope {
             w.access(access);
             w.filter(filter);
             let l = w.bind(limit as i64);
-            sql = format!(
+            format!(
                 "SELECT DISTINCT m.scope FROM memories m WHERE {} ORDER BY m.scope LIMIT {l}",
                 w.sql
-            );
+            )
         } else {
             // Across scopes, a loose index scan: walk the distinct scopes through the
             // (scope, …) index, one probe each, and keep those holding a record the caller
@@ -464,7 +463,7 @@ impl Store for PgStore {
                 }
             };
             let l = w.bind(limit as i64);
-            sql = format!(
+            format!(
                 "WITH RECURSIVE s(scope) AS (
                     (SELECT scope FROM memories ORDER BY scope LIMIT 1)
                     UNION ALL
@@ -475,8 +474,8 @@ impl Store for PgStore {
                  SELECT s.scope FROM s
                  WHERE s.scope IS NOT NULL AND {probes}
                  ORDER BY s.scope LIMIT {l}"
-            );
-        }
+            )
+        };
         self.block(async {
             let client = self.pool.get().await?;
             let rows = client.query(&sql, &w.refs()).await?;
