@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release -p spine-bench -- search 10000 100000   # one scope of N: latency, recall
 //! cargo run --release -p spine-bench -- cross 1000000         # cross_spine over 100 scopes
+//! cargo run --release -p spine-bench -- stages 2000 100000   # where a new query's time goes
 //! cargo run --release -p spine-bench -- ingest 500            # store_memory rate, with embedding
 //! cargo run --release -p spine-bench -- eval 2000             # retrieval quality (see eval.rs)
 //! ```
@@ -14,6 +15,7 @@
 mod corpus;
 mod eval;
 mod scale;
+mod stages;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -124,11 +126,15 @@ fn main() -> Result<()> {
             let embedder = Arc::new(Memo::new(model()?));
             scale::run(embedder, &corpus::real_texts(2000)?, layout, &numbers(1)?)
         }
+        Some("stages") => {
+            let sizes = numbers(1)?;
+            stages::run(if sizes.is_empty() { &[2000, 100_000] } else { &sizes })
+        }
         Some("ingest") => ingest(numbers(1)?.first().copied().unwrap_or(500)),
         Some("eval") => eval::eval(numbers(1)?.first().copied().unwrap_or(eval::DEFAULT_DOCS)),
         _ => {
             bail!(
-                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench ingest N | spine-bench eval [N]"
+                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench ingest N | spine-bench eval [N]"
             )
         }
     }

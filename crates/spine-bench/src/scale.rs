@@ -107,12 +107,12 @@ fn unit(mut v: Vec<f32>) -> Vec<f32> {
 }
 
 /// Vectors shaped like the model's: mixtures of real embeddings plus noise.
-struct Shapes {
-    base: Vec<Vec<f32>>,
+pub(crate) struct Shapes {
+    pub(crate) base: Vec<Vec<f32>>,
 }
 
 impl Shapes {
-    fn record(&self, rng: &mut StdRng) -> Vec<f32> {
+    pub(crate) fn record(&self, rng: &mut StdRng) -> Vec<f32> {
         let a = &self.base[rng.random_range(0..self.base.len())];
         let b = &self.base[rng.random_range(0..self.base.len())];
         let w: f32 = rng.random_range(0.0..0.6);

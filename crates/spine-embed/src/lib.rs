@@ -209,6 +209,7 @@ impl BuiltinEmbedder {
 
     fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let infer = |e: candle_core::Error| EmbedError::Inference(e.to_string());
+        let span = tracing::trace_span!("embed.tokenize").entered();
         let encodings = self
             .tokenizer
             .encode_batch(texts.to_vec(), true)
@@ -223,7 +224,11 @@ impl BuiltinEmbedder {
         }
         let ids = Tensor::from_vec(ids, (rows, cols), &Device::Cpu).map_err(infer)?;
         let mask = Tensor::from_vec(mask, (rows, cols), &Device::Cpu).map_err(infer)?;
+        drop(span);
+        let span = tracing::trace_span!("embed.forward").entered();
         let hidden = self.model.forward(&ids, &mask).map_err(infer)?; // (rows, cols, dims)
+        drop(span);
+        let _span = tracing::trace_span!("embed.pool").entered();
 
         // Mean pooling over real tokens, then L2 normalisation (sentence-transformers).
         let m = mask.to_dtype(DType::F32).map_err(infer)?.unsqueeze(2).map_err(infer)?;

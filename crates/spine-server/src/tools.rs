@@ -150,7 +150,10 @@ impl SpineMcp {
         let caller = self.caller(ext).await?;
         let service = self.service.clone();
         let outcome = tokio::task::spawn_blocking(move || {
+            let span = tracing::trace_span!("tool.parse_args").entered();
             let a = parse_args::<A>(args)?;
+            drop(span);
+            let _span = tracing::trace_span!("tool.service").entered();
             op(&service, &caller, a)
         })
         .await;
@@ -162,6 +165,7 @@ impl SpineMcp {
             }
         };
         let value = result.and_then(|r| {
+            let _span = tracing::trace_span!("tool.encode").entered();
             serde_json::to_value(r)
                 .map_err(|e| Error::internal(format!("cannot encode result: {e}")))
         });

@@ -177,10 +177,13 @@ impl Service {
         filter.created_after = a.created_after;
         filter.created_before = a.created_before;
 
+        let span = tracing::trace_span!("search.embed_query").entered();
         let query_vec = self.embed_query(&a.query)?;
+        drop(span);
         let access = Access::read(caller);
         let now = self.clock.now();
         let pool_size = rank::rerank_pool(k);
+        let span = tracing::trace_span!("search.retrieve").entered();
         let Retrieved { hits, hidden } = self.retrieve(&NearestQuery {
             access: &access,
             filter: &filter,
@@ -191,6 +194,8 @@ impl Service {
             active: pool_size,
             exclude: None,
         })?;
+        drop(span);
+        let span = tracing::trace_span!("search.lexical").entered();
         // SPEC search rule 1: the pool re-ordered by cosine plus normalised BM25.
         let pool: Vec<(f32, RecordId)> = hits.iter().map(|(score, m)| (*score, m.id)).collect();
         let mut records: std::collections::HashMap<RecordId, spine_core::Memory> =
@@ -211,8 +216,10 @@ impl Service {
             .iter()
             .filter_map(|f| records.remove(&f.id).map(|m| (f.fused, f.dense, m)))
             .collect();
+        drop(span);
         // SPEC search rule 5: the reranker reorders the k hits of the default order.
         let ranked = self.apply_reranker(&a.query, ranked, |(_, _, m)| &m.content);
+        let span = tracing::trace_span!("search.views").entered();
         let mut memories: Vec<MemoryView> = ranked
             .into_iter()
             .map(|((_, dense, m), relevance)| {
@@ -223,6 +230,8 @@ impl Service {
             })
             .collect();
         let truncated_by_budget = budget::cut(&mut memories, budget);
+        drop(span);
+        let _span = tracing::trace_span!("search.coverage").entered();
         let coverage =
             if a.cross_spine { self.coverage(&access, &filter) } else { Coverage::default() };
         Ok(SearchResult {
