@@ -17,16 +17,36 @@ use spine_core::{
 
 pub use edge::IdInput;
 
+/// The argument names `T` takes (its schema's `properties`), worked out once per type: a
+/// schema is generated on the first call only, not on every tool call.
+fn properties<T: JsonSchema>() -> Option<std::sync::Arc<std::collections::BTreeSet<String>>> {
+    use std::collections::{BTreeSet, HashMap};
+    use std::sync::{Arc, LazyLock, Mutex};
+    type Known = HashMap<&'static str, Option<Arc<BTreeSet<String>>>>;
+    static KNOWN: LazyLock<Mutex<Known>> = LazyLock::new(Default::default);
+    let name = std::any::type_name::<T>();
+    if let Some(p) = KNOWN.lock().unwrap_or_else(|e| e.into_inner()).get(name) {
+        return p.clone();
+    }
+    let schema = schemars::schema_for!(T);
+    let props = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| Arc::new(p.keys().cloned().collect::<BTreeSet<String>>()));
+    KNOWN.lock().unwrap_or_else(|e| e.into_inner()).insert(name, props.clone());
+    props
+}
+
 /// Parses tool arguments: unknown keys are rejected (hint `unknown_field`: a typo such as
 /// `categoies` would otherwise silently widen a search), missing required keys get
 /// `required`, wrong types `invalid_type`, bad enum values `invalid_value`.
 pub fn parse_args<T: DeserializeOwned + JsonSchema>(args: Map<String, Value>) -> Result<T, Error> {
-    let schema = schemars::schema_for!(T);
-    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
-        let mut unknown: Vec<&String> = args.keys().filter(|k| !props.contains_key(*k)).collect();
+    let props = properties::<T>();
+    if let Some(props) = props.as_deref() {
+        let mut unknown: Vec<&String> = args.keys().filter(|k| !props.contains(*k)).collect();
         unknown.sort();
         if let Some(first) = unknown.first() {
-            let mut known: Vec<&String> = props.keys().collect();
+            let mut known: Vec<&String> = props.iter().collect();
             known.sort();
             return Err(Error::invalid(
                 first.as_str(),
