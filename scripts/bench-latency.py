@@ -4,8 +4,9 @@
 usage: python3 scripts/bench-latency.py [path/to/spine] [runs]
 
 Cold start = from process launch to the `initialize` answer. Then one store_memory and
-repeated search_memory calls, each timed from request written to answer read (the model
-is warm after the first call; the first search is reported separately).
+search_memory calls, each timed from request written to answer read (the model is warm
+after the first call; the first store is reported separately): new queries (each asked
+once: the query cache cannot answer) and one query repeated (the cache answers).
 """
 import json
 import os
@@ -92,15 +93,23 @@ def main():
         stores = [s.call("store_memory", {"content": f"Gotcha {i}: flaky test {i} needs a retry.",
                                           "scope": scope, "source": "agent-inferred",
                                           "category": "gotcha"})[1] for i in range(runs)]
-        searches = [s.call("search_memory", {"query": "which database do we persist to",
-                                             "scope": scope})[1] for _ in range(runs)]
+        cached = [s.call("search_memory", {"query": "which database do we persist to",
+                                           "scope": scope})[1] for _ in range(runs)]
+        # New queries: each text is asked once, so the query cache never answers.
+        topics = ["database", "logging", "retries", "flaky tests", "tracing", "storage",
+                  "deploys", "caching", "timeouts", "modules"]
+        searches = [s.call("search_memory", {
+            "query": f"what did we decide about {topics[i % len(topics)]} in module {i}",
+            "scope": scope})[1] for i in range(runs)]
         s.p.kill()
         s.p.wait()
     q = lambda xs, p: sorted(xs)[min(len(xs) - 1, int(len(xs) * p))]
     print(f"first store_memory (waits for the model to load): {first_store:.1f} ms")
     print(f"store_memory: p50 {q(stores, .5):.1f} ms, p95 {q(stores, .95):.1f} ms ({runs} calls)")
-    print(f"search_memory over {100 + runs} records: p50 {q(searches, .5):.1f} ms, "
+    print(f"search_memory over {100 + runs} records, new queries: p50 {q(searches, .5):.1f} ms, "
           f"p95 {q(searches, .95):.1f} ms ({runs} calls)")
+    print(f"search_memory, one query repeated (cached): p50 {q(cached, .5):.1f} ms, "
+          f"p95 {q(cached, .95):.1f} ms ({runs} calls)")
 
 
 main()

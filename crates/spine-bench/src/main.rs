@@ -112,6 +112,7 @@ fn ingest(n: usize) -> Result<()> {
 }
 
 fn main() -> Result<()> {
+    spine_embed::configure_threads();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let numbers = |from: usize| -> Result<Vec<usize>> {
         args[from..].iter().map(|s| s.parse::<usize>().context("a record count")).collect()

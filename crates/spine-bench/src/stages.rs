@@ -74,6 +74,11 @@ pub fn run(sizes: &[usize]) -> Result<()> {
     let t = Instant::now();
     let model = crate::model()?;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
+    let load_stages: Vec<String> = timings
+        .take()
+        .into_iter()
+        .map(|(name, ms)| format!("{name} {:.0} ms", ms.iter().sum::<f64>()))
+        .collect();
     let corpus = crate::corpus::corpus(2100, &Limits::default())?;
     let (docs, queries) = corpus.sample.split_at(2000);
     let docs: Vec<String> = docs.iter().map(|p| cut(&p.code)).collect();
@@ -87,16 +92,19 @@ pub fn run(sizes: &[usize]) -> Result<()> {
     let embed_s = t.elapsed().as_secs_f64();
     timings.take();
     println!(
-        "model load {load_ms:.0} ms; {} documents of ~460 characters embedded in {embed_s:.1} s \
+        "model load {load_ms:.0} ms ({}); {} documents of ~460 characters embedded in {embed_s:.1} s \
          ({:.0}/s, batches of 32)",
+        load_stages.join(", "),
         docs.len(),
         docs.len() as f64 / embed_s
     );
-    let embedder: Arc<dyn Embedder> = Arc::new(CachedEmbedder::new(model));
+    let model = Arc::new(model);
     println!();
     println!("| records | stage | p50 ms | mean ms |");
     println!("|---|---|---|---|");
     for &n in sizes {
+        // A cache of its own per size: every timed query is new to it.
+        let embedder: Arc<dyn Embedder> = Arc::new(CachedEmbedder::new(model.clone()));
         let dir = tempfile::tempdir()?;
         let store = Arc::new(SqliteStore::open(dir.path())?);
         let scope = Scope::parse("scope", "bench:project:stages").map_err(|e| anyhow!("{e}"))?;

@@ -6,6 +6,7 @@ use std::time::Instant;
 use spine_embed::{BuiltinEmbedder, Embedder, default_model_dir};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    spine_embed::configure_threads();
     let started = Instant::now();
     let model = BuiltinEmbedder::load(&default_model_dir())?;
     println!("load: {:.0} ms", started.elapsed().as_secs_f64() * 1e3);

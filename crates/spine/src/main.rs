@@ -157,8 +157,17 @@ async fn verifier(common: &Common) -> Result<Option<Verifier>> {
     Ok(Some(verifier))
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+fn main() -> Result<()> {
+    // Before the runtime starts any thread (see its docs).
+    spine_embed::configure_threads();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?
+        .block_on(run())
+}
+
+async fn run() -> Result<()> {
     let Cli { common, command } = Cli::parse();
     // A hook's stderr is shown to the user: only what went wrong.
     let quiet = matches!(command, Command::Hook(_));
