@@ -131,11 +131,40 @@ fn main() -> Result<()> {
             let sizes = numbers(1)?;
             stages::run(if sizes.is_empty() { &[2000, 100_000] } else { &sizes })
         }
+        Some("corpus") => {
+            // Documents and queries for scripts/bench-sdk.py, one JSON line per pair: the
+            // function cut to ~460 characters, the first sentence of its doc comment.
+            // Documents of 460 characters: whole functions in a fixed random order, joined
+            // (most functions are shorter) and cut; the query is the first one's.
+            use rand::SeedableRng;
+            use rand::seq::SliceRandom;
+            let n = numbers(1)?.first().copied().unwrap_or(2000);
+            let limits = Limits::default();
+            let mut all = corpus::corpus(corpus::corpus(0, &limits)?.available, &limits)?.sample;
+            all.shuffle(&mut rand::rngs::StdRng::seed_from_u64(corpus::SEED));
+            let mut made = 0;
+            let mut pairs = all.into_iter();
+            while made < n {
+                let Some(first) = pairs.next() else {
+                    bail!("the corpus makes only {made} documents of 460 characters");
+                };
+                let mut doc = first.code;
+                while doc.chars().count() < 460 {
+                    let Some(next) = pairs.next() else { break };
+                    doc.push_str("\n\n");
+                    doc.push_str(&next.code);
+                }
+                let doc: String = doc.chars().take(460).collect();
+                println!("{}", json!({"doc": doc, "query": first.query}));
+                made += 1;
+            }
+            Ok(())
+        }
         Some("ingest") => ingest(numbers(1)?.first().copied().unwrap_or(500)),
         Some("eval") => eval::eval(numbers(1)?.first().copied().unwrap_or(eval::DEFAULT_DOCS)),
         _ => {
             bail!(
-                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench ingest N | spine-bench eval [N]"
+                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N | spine-bench ingest N | spine-bench eval [N]"
             )
         }
     }
