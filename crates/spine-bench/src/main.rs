@@ -133,14 +133,17 @@ fn main() -> Result<()> {
         }
         Some("corpus") => {
             // Documents and queries for scripts/bench-sdk.py, one JSON line per pair: the
-            // function cut to ~460 characters, the first sentence of its doc comment.
+            // function cut to ~460 characters, the first sentence of its doc comment; from
+            // the eval's crates and more (corpus::MORE_CRATES).
             // Documents of 460 characters: whole functions in a fixed random order, joined
             // (most functions are shorter) and cut; the query is the first one's.
             use rand::SeedableRng;
             use rand::seq::SliceRandom;
             let n = numbers(1)?.first().copied().unwrap_or(2000);
             let limits = Limits::default();
-            let mut all = corpus::corpus(corpus::corpus(0, &limits)?.available, &limits)?.sample;
+            let crates = [corpus::CRATES, corpus::MORE_CRATES].concat();
+            let available = corpus::corpus_of(&crates, 0, &limits)?.available;
+            let mut all = corpus::corpus_of(&crates, available, &limits)?.sample;
             all.shuffle(&mut rand::rngs::StdRng::seed_from_u64(corpus::SEED));
             let mut made = 0;
             let mut pairs = all.into_iter();

@@ -1,38 +1,94 @@
-//! Measures load time and embedding throughput of the built-in model:
-//! `cargo run -p spine-embed --example throughput [--release]`.
+//! Measures load time and embedding throughput of the built-in model, alone and with
+//! concurrent callers sharing passes through a [`BatchingEmbedder`]:
+//! `cargo run --release -p spine-embed --example throughput`. With `-- queries`, it only
+//! embeds 2,000 queries one at a time (a steady load to profile, e.g. under `perf record`).
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use spine_embed::{BuiltinEmbedder, Embedder, default_model_dir};
+use spine_embed::{BatchingEmbedder, BuiltinEmbedder, Embedder, default_model_dir};
+
+const THREADS: usize = 8;
+
+/// A ~460-character note, different for each `i`.
+fn document(i: usize) -> String {
+    let mut s = format!(
+        "Note {i}: the deploy of service {} failed on {} because the disk of the build runner \
+         was full. The fix is to prune old images before each build and to alert when free \
+         space drops under 10 GB; the on-call engineer should check the runner dashboard \
+         first, then the retention settings of the image registry mirror, and never delete \
+         the cache volume by hand since the next build would re-download everything",
+        i % 7,
+        ["monday", "tuesday", "the release day", "a weekend"][i % 4]
+    );
+    s.truncate(460);
+    s
+}
+
+fn query(i: usize) -> String {
+    format!("why did deploy {i} of service {} fail", i % 7)
+}
+
+/// Texts per second with `threads` callers each embedding its share one text at a time.
+fn concurrent(e: &Arc<dyn Embedder>, texts: &[String], threads: usize) -> f64 {
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for part in texts.chunks(texts.len().div_ceil(threads)) {
+            let e = e.clone();
+            s.spawn(move || {
+                for t in part {
+                    e.embed(&[t]).expect("embed");
+                }
+            });
+        }
+    });
+    texts.len() as f64 / started.elapsed().as_secs_f64()
+}
+
+fn one_at_a_time(e: &dyn Embedder, texts: &[String]) -> f64 {
+    let started = Instant::now();
+    for t in texts {
+        e.embed(&[t]).expect("embed");
+    }
+    started.elapsed().as_secs_f64() * 1e3 / texts.len() as f64
+}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     spine_embed::configure_threads();
     let started = Instant::now();
-    let model = BuiltinEmbedder::load(&default_model_dir())?;
+    let model = Arc::new(BuiltinEmbedder::load(&default_model_dir())?);
     println!("load: {:.0} ms", started.elapsed().as_secs_f64() * 1e3);
 
-    let sentences: Vec<String> = (0..200)
-        .map(|i| {
-            format!("Note {i}: the deploy of service {} failed because the disk was full", i % 7)
-        })
-        .collect();
-    let refs: Vec<&str> = sentences.iter().map(String::as_str).collect();
-    model.embed(&refs[..4])?; // warm up
-
-    let started = Instant::now();
-    for s in &refs {
-        model.embed(&[s])?;
+    let docs: Vec<String> = (0..96).map(document).collect();
+    let queries: Vec<String> = (0..192).map(query).collect();
+    model.embed(&[&docs[0], &queries[0]])?; // warm up
+    if std::env::args().nth(1).as_deref() == Some("queries") {
+        let many: Vec<String> = (0..2000).map(query).collect();
+        println!("query, one at a time: {:.2} ms each", one_at_a_time(&*model, &many));
+        return Ok(());
     }
-    let secs = started.elapsed().as_secs_f64();
-    println!(
-        "one at a time: {:.1} sentences/s ({:.2} ms each)",
-        refs.len() as f64 / secs,
-        secs * 1e3 / refs.len() as f64
-    );
 
+    println!("query, one at a time: {:.2} ms each", one_at_a_time(&*model, &queries));
+    println!("460-char document, one at a time: {:.2} ms each", one_at_a_time(&*model, &docs));
+    let refs: Vec<&str> = docs.iter().map(String::as_str).collect();
     let started = Instant::now();
     model.embed(&refs)?;
-    let secs = started.elapsed().as_secs_f64();
-    println!("batched (32 per pass): {:.1} sentences/s", refs.len() as f64 / secs);
+    println!(
+        "460-char documents, one call: {:.1} documents/s",
+        docs.len() as f64 / started.elapsed().as_secs_f64()
+    );
+
+    let direct: Arc<dyn Embedder> = model.clone();
+    let one: Arc<dyn Embedder> = Arc::new(BatchingEmbedder::with_passes(model.clone(), 1));
+    let batched: Arc<dyn Embedder> = Arc::new(BatchingEmbedder::new(model.clone()));
+    for (name, texts) in [("queries", &queries), ("documents", &docs)] {
+        println!(
+            "{name}, {THREADS} threads: {:.1}/s each on its own, {:.1}/s sharing one pass at a \
+             time, {:.1}/s sharing one pass per CPU",
+            concurrent(&direct, texts, THREADS),
+            concurrent(&one, texts, THREADS),
+            concurrent(&batched, texts, THREADS)
+        );
+    }
     Ok(())
 }

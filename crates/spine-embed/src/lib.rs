@@ -3,8 +3,8 @@
 //! ([`CachedEmbedder`]).
 //!
 //! [`BuiltinEmbedder`] runs sentence-transformers all-MiniLM-L6-v2 (384 dimensions) on the
-//! CPU in f32: WordPiece tokenisation with `tokenizers` (truncated to 256 tokens, batches
-//! padded to their longest text), a 6-layer BERT encoder with `candle`, mean pooling over
+//! CPU in f32: WordPiece tokenisation with `tokenizers` (truncated to 256 tokens, texts of
+//! similar lengths batched and padded to the longest), a 6-layer BERT encoder with `candle`, mean pooling over
 //! the real (unpadded) tokens and L2 normalisation — the same pipeline sentence-transformers
 //! uses, so the vectors match the published model.
 //!
@@ -15,18 +15,20 @@
 //! `scripts/fetch-model.sh` fills.
 #![deny(missing_docs)]
 
+mod batch;
 mod bert;
 mod cache;
 pub mod http;
 mod openai;
 
+pub use batch::{BatchingEmbedder, MAX_BATCH_TEXTS};
 pub use cache::{CacheStats, CachedEmbedder, DEFAULT_CACHE_CAPACITY};
 pub use openai::{OpenAiConfig, OpenAiEmbedder};
 
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
 /// Identity of the built-in model, stamped beside every vector it produces.
 pub const MODEL_ID: &str = "builtin:all-MiniLM-L6-v2";
@@ -37,6 +39,12 @@ pub const DIMS: usize = 384;
 pub const MAX_TOKENS: usize = 256;
 /// Texts embedded per forward pass; bounds memory on large batches.
 const BATCH: usize = 32;
+/// A forward pass may spend this share of its tokens on padding (texts of a pass are
+/// padded to its longest): texts are sorted by length and split into passes accordingly.
+const PADDING_SLACK: f32 = 0.25;
+/// Texts this short (in tokens) share a pass whatever their lengths: padding them costs
+/// less than another pass.
+const SHORT_TOKENS: usize = 24;
 /// The files the model directory must hold.
 pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
 
@@ -160,9 +168,11 @@ pub use spine_core::cosine;
 /// The built-in all-MiniLM-L6-v2 on the CPU. `Send + Sync`: share one behind an `Arc`.
 pub struct BuiltinEmbedder {
     model: bert::Bert,
-    /// `Tokenizer` is `Send + Sync` and encodes through `&self`; padding and truncation are
+    /// `Tokenizer` is `Send + Sync` and encodes through `&self`; truncation is
     /// configured once in [`BuiltinEmbedder::load`] and never changed, so no lock is needed.
     tokenizer: Tokenizer,
+    /// The token id padding is made of (`config.json`'s `pad_token_id`).
+    pad_id: u32,
 }
 
 impl std::fmt::Debug for BuiltinEmbedder {
@@ -175,21 +185,45 @@ fn load_err(file: &str, e: impl std::fmt::Display) -> EmbedError {
     EmbedError::Load(format!("{file}: {e}"))
 }
 
-/// The tokenizer at `path`, truncating and padding as sentence-transformers does for this
-/// model.
-fn load_tokenizer(path: &Path, pad_id: u32) -> Result<Tokenizer, EmbedError> {
+/// The tokenizer at `path`, truncating as sentence-transformers does for this model. It
+/// does not pad: [`BuiltinEmbedder::embed`] groups texts of similar lengths and pads each
+/// group itself.
+fn load_tokenizer(path: &Path) -> Result<Tokenizer, EmbedError> {
     let mut tokenizer = Tokenizer::from_file(path).map_err(|e| load_err("tokenizer.json", e))?;
     // The shipped tokenizer.json truncates at 128 and pads to a fixed 128; replace both
     // with sentence-transformers' behaviour for this model.
     tokenizer
         .with_truncation(Some(TruncationParams { max_length: MAX_TOKENS, ..Default::default() }))
         .map_err(|e| load_err("tokenizer.json", e))?;
-    tokenizer.with_padding(Some(PaddingParams {
-        strategy: PaddingStrategy::BatchLongest,
-        pad_id,
-        ..Default::default()
-    }));
+    tokenizer.with_padding(None);
     Ok(tokenizer)
+}
+
+/// Splits texts of these token lengths into forward passes: indices sorted by length, cut
+/// where a pass would hold more than [`BATCH`] texts or spend more than [`PADDING_SLACK`]
+/// of its tokens on padding (unless every text is at most [`SHORT_TOKENS`] long).
+fn plan_passes(lengths: &[usize]) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..lengths.len()).collect();
+    order.sort_by_key(|&i| lengths[i]);
+    let mut passes: Vec<Vec<usize>> = Vec::new();
+    let mut real = 0usize;
+    for i in order {
+        let len = lengths[i];
+        let fits = passes.last().is_some_and(|p| {
+            let padded = len * (p.len() + 1);
+            p.len() < BATCH
+                && (len <= SHORT_TOKENS
+                    || padded as f32 <= (real + len) as f32 * (1.0 + PADDING_SLACK))
+        });
+        if fits {
+            real += len;
+            passes.last_mut().expect("a pass exists").push(i);
+        } else {
+            real = len;
+            passes.push(vec![i]);
+        }
+    }
+    passes
 }
 
 impl BuiltinEmbedder {
@@ -220,7 +254,7 @@ impl BuiltinEmbedder {
         let pad_id = config.pad_token_id;
         let tokenizer = std::thread::spawn(move || {
             let _span = tracing::trace_span!("embed.load.tokenizer").entered();
-            load_tokenizer(&tokenizer_path, pad_id)
+            load_tokenizer(&tokenizer_path)
         });
 
         let span = tracing::trace_span!("embed.load.weights").entered();
@@ -240,27 +274,25 @@ impl BuiltinEmbedder {
             .join()
             .map_err(|_| load_err("tokenizer.json", "the loading thread panicked"))??;
         let model = model?;
-        Ok(BuiltinEmbedder { model, tokenizer })
+        Ok(BuiltinEmbedder { model, tokenizer, pad_id })
     }
 
-    fn embed_batch(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    /// One forward pass over `encodings`, padded to the longest.
+    fn embed_pass(&self, encodings: &[&Encoding]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let infer = |e: candle_core::Error| EmbedError::Inference(e.to_string());
-        let span = tracing::trace_span!("embed.tokenize").entered();
-        let encodings = self
-            .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| EmbedError::Inference(format!("tokenizer: {e}")))?;
         let rows = encodings.len();
-        let cols = encodings.first().map_or(0, |e| e.get_ids().len());
+        let cols = encodings.iter().map(|e| e.get_ids().len()).max().unwrap_or(0);
         let mut ids = Vec::with_capacity(rows * cols);
         let mut mask = Vec::with_capacity(rows * cols);
-        for e in &encodings {
+        for e in encodings {
+            let pad = cols - e.get_ids().len();
             ids.extend_from_slice(e.get_ids());
+            ids.extend(std::iter::repeat_n(self.pad_id, pad));
             mask.extend_from_slice(e.get_attention_mask());
+            mask.extend(std::iter::repeat_n(0u32, pad));
         }
         let ids = Tensor::from_vec(ids, (rows, cols), &Device::Cpu).map_err(infer)?;
         let mask = Tensor::from_vec(mask, (rows, cols), &Device::Cpu).map_err(infer)?;
-        drop(span);
         let span = tracing::trace_span!("embed.forward").entered();
         let hidden = self.model.forward(&ids, &mask).map_err(infer)?; // (rows, cols, dims)
         drop(span);
@@ -286,10 +318,24 @@ impl Embedder for BuiltinEmbedder {
         DIMS
     }
 
+    /// Texts are tokenised together, then embedded in passes of similar lengths
+    /// ([`plan_passes`]): one pass for a lone text or a few short ones, several for a mix of
+    /// queries and long documents, so that a short text is never padded to a long one's
+    /// length.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let mut out = Vec::with_capacity(texts.len());
-        for chunk in texts.chunks(BATCH) {
-            out.extend(self.embed_batch(chunk)?);
+        let span = tracing::trace_span!("embed.tokenize").entered();
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| EmbedError::Inference(format!("tokenizer: {e}")))?;
+        drop(span);
+        let lengths: Vec<usize> = encodings.iter().map(|e| e.get_ids().len()).collect();
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for pass in plan_passes(&lengths) {
+            let batch: Vec<&Encoding> = pass.iter().map(|&i| &encodings[i]).collect();
+            for (i, v) in pass.into_iter().zip(self.embed_pass(&batch)?) {
+                out[i] = v;
+            }
         }
         Ok(out)
     }
@@ -385,6 +431,32 @@ mod tests {
             let one = m.embed(&[t]).unwrap().remove(0);
             let diff = max_diff(&one, &batch[i]);
             assert!(diff < 1e-4, "text {i} differs by {diff}");
+        }
+    }
+
+    #[test]
+    fn passes_group_similar_lengths_and_cover_every_text_once() {
+        assert!(plan_passes(&[]).is_empty());
+        assert_eq!(plan_passes(&[7]), vec![vec![0]]);
+        // Short texts share one pass whatever their lengths.
+        assert_eq!(plan_passes(&[5, SHORT_TOKENS, 3]), vec![vec![2, 0, 1]]);
+        // A query is not padded to the documents' length; similar documents share a pass.
+        assert_eq!(plan_passes(&[120, 9, 118, 125]), vec![vec![1], vec![2, 0, 3]]);
+        // 100 vs 200 tokens: padding would be a third of the pass.
+        assert_eq!(plan_passes(&[200, 100]), vec![vec![1], vec![0]]);
+        let lengths: Vec<usize> = (0..200).map(|i| 5 + (i * 37) % 250).collect();
+        let passes = plan_passes(&lengths);
+        let mut seen: Vec<usize> = passes.iter().flatten().copied().collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..200).collect::<Vec<_>>());
+        for p in &passes {
+            assert!(p.len() <= BATCH);
+            let longest = p.iter().map(|&i| lengths[i]).max().unwrap();
+            let real: usize = p.iter().map(|&i| lengths[i]).sum();
+            assert!(
+                longest <= SHORT_TOKENS
+                    || (longest * p.len()) as f32 <= real as f32 * (1.0 + PADDING_SLACK)
+            );
         }
     }
 

@@ -3,7 +3,8 @@
 //! - The built-in model loads on a background thread so the server answers `initialize`
 //!   at once; the first call that needs a vector waits for the load to finish.
 //! - An OpenAI-compatible server is used instead with `--embedder openai`.
-//! - Either sits behind an LRU cache of query embeddings.
+//! - Either sits behind an LRU cache of query embeddings, and concurrent calls share
+//!   forward passes (or HTTP requests) through a [`BatchingEmbedder`].
 //! - A store holding vectors of another embedder is refused at start-up; `spine reindex`
 //!   re-embeds it ([`spine_ops::reindex`], docs/embeddings.md).
 
@@ -14,8 +15,8 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use spine_embed::{
-    BuiltinEmbedder, CachedEmbedder, DIMS, EmbedError, Embedder, MODEL_ID, OpenAiConfig,
-    OpenAiEmbedder,
+    BatchingEmbedder, BuiltinEmbedder, CachedEmbedder, DIMS, EmbedError, Embedder, MODEL_ID,
+    OpenAiConfig, OpenAiEmbedder,
 };
 
 use crate::ops::Progress;
@@ -138,7 +139,7 @@ impl EmbedderArgs {
     }
 }
 
-/// The configured embedder behind the query-embedding cache. The built-in model loads in
+/// The configured embedder behind the batcher and the query-embedding cache. The built-in model loads in
 /// the background; the HTTP provider makes no request until the first embedding.
 pub fn build(args: &EmbedderArgs, model_dir: &Path) -> Result<Arc<dyn Embedder>> {
     build_with(args, model_dir, true)
@@ -179,7 +180,7 @@ pub fn build_with(args: &EmbedderArgs, model_dir: &Path, eager: bool) -> Result<
             Box::new(embedder)
         }
     };
-    Ok(Arc::new(CachedEmbedder::new(inner)))
+    Ok(Arc::new(CachedEmbedder::new(BatchingEmbedder::new(inner))))
 }
 
 /// Refuses a store holding vectors of another embedder than `embedder`: their similarity

@@ -36,16 +36,56 @@ pub(crate) const STAMP_VERSION: &str =
 /// The database file name inside the data directory.
 pub const DB_FILE: &str = "spine.db";
 
+/// Idle read connections kept for reuse; more are opened while more readers run at once.
+const IDLE_READERS: usize = 8;
+
 /// SQLite-backed [`Store`].
 ///
-/// One connection behind a mutex: SQLite serialises writers anyway. Vector search goes
+/// One write connection behind a mutex (SQLite serialises writers anyway), and a pool of
+/// read connections: in WAL mode readers never wait for the writer or for each other, so a
+/// `get_memory` or a search does not queue behind another session's fsync. Each read sees
+/// every write committed before it started. Vector search goes
 /// through the in-memory [`Index`], which follows the `changes` log: before each search the
 /// index applies whatever was committed since it last looked — by this process or any other
 /// on the same data directory — so it is always as current as the database.
 pub struct SqliteStore {
     conn: Mutex<Connection>,
+    readers: Mutex<Vec<Connection>>,
     path: PathBuf,
     index: Mutex<Index>,
+}
+
+/// A read connection out of [`SqliteStore`]'s pool, returned to it on drop.
+pub(crate) struct Reader<'a> {
+    store: &'a SqliteStore,
+    conn: Option<Connection>,
+}
+
+impl std::ops::Deref for Reader<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn.as_ref().expect("present until drop")
+    }
+}
+
+impl std::ops::DerefMut for Reader<'_> {
+    fn deref_mut(&mut self) -> &mut Connection {
+        self.conn.as_mut().expect("present until drop")
+    }
+}
+
+impl Drop for Reader<'_> {
+    fn drop(&mut self) {
+        let Some(conn) = self.conn.take() else { return };
+        // A transaction left open by a failed read would pin an old snapshot.
+        if !conn.is_autocommit() {
+            return;
+        }
+        let mut idle = self.store.readers.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < IDLE_READERS {
+            idle.push(conn);
+        }
+    }
 }
 
 impl SqliteStore {
@@ -60,7 +100,12 @@ impl SqliteStore {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        let store = SqliteStore { conn: Mutex::new(conn), path, index: Mutex::default() };
+        let store = SqliteStore {
+            conn: Mutex::new(conn),
+            readers: Mutex::default(),
+            path,
+            index: Mutex::default(),
+        };
         store.migrate()?;
         Ok(store)
     }
@@ -85,6 +130,22 @@ impl SqliteStore {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// A read connection (module docs of [`SqliteStore`]): only for statements that write
+    /// nothing; it refuses writes (`query_only`).
+    pub(crate) fn read(&self) -> Result<Reader<'_>> {
+        let idle = self.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let conn = match idle {
+            Some(conn) => conn,
+            None => {
+                let conn = Connection::open(&self.path)?;
+                conn.busy_timeout(std::time::Duration::from_secs(10))?;
+                conn.pragma_update(None, "query_only", "ON")?;
+                conn
+            }
+        };
+        Ok(Reader { store: self, conn: Some(conn) })
+    }
+
     fn migrate(&self) -> Result<()> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
@@ -104,5 +165,44 @@ impl SqliteStore {
         }
         tx.commit()?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::Store;
+
+    /// A read goes through its own connection: it answers while a write holds the write
+    /// connection (before the pool it queued behind it).
+    #[test]
+    fn reads_do_not_wait_for_the_write_connection() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let writing = store.lock();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            s.spawn(|| tx.send(store.embedder_models()).unwrap());
+            let read = rx.recv_timeout(Duration::from_secs(30)).expect("the read waited");
+            assert!(read.unwrap().is_empty());
+            drop(writing);
+        });
+    }
+
+    #[test]
+    fn read_connections_refuse_writes_and_are_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        {
+            let (a, b) = (store.read().unwrap(), store.read().unwrap());
+            let err = a.execute("DELETE FROM memories", []).unwrap_err();
+            assert!(err.to_string().contains("readonly"), "{err}");
+            drop((a, b));
+        }
+        assert_eq!(store.readers.lock().unwrap().len(), 2);
+        let _again = store.read().unwrap();
+        assert_eq!(store.readers.lock().unwrap().len(), 1);
     }
 }

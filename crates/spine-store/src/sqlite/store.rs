@@ -38,7 +38,7 @@ impl Store for SqliteStore {
     }
 
     fn short_id_taken(&self, short: &ShortId) -> Result<bool> {
-        let conn = self.lock();
+        let conn = self.read()?;
         Ok(conn
             .query_row(
                 "SELECT 1 FROM memories WHERE short_id = ?1 LIMIT 1",
@@ -50,7 +50,8 @@ impl Store for SqliteStore {
     }
 
     fn matching(&self, access: &Access, id: &IdRef, limit: usize) -> Result<Vec<Memory>> {
-        matching_in(&self.lock(), access, id, limit)
+        let conn = self.read()?;
+        matching_in(&conn, access, id, limit)
     }
 
     fn replace(
@@ -111,7 +112,7 @@ impl Store for SqliteStore {
     }
 
     fn nearest(&self, q: &NearestQuery<'_>) -> Result<Vec<Neighbour>> {
-        let mut conn = self.lock();
+        let mut conn = self.read()?;
         // One read transaction: the index is synced to, and re-scored from, one snapshot.
         let tx = conn.transaction()?;
         let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
@@ -151,7 +152,7 @@ impl Store for SqliteStore {
     }
 
     fn get_many(&self, ids: &[RecordId]) -> Result<Vec<Memory>> {
-        let conn = self.lock();
+        let conn = self.read()?;
         let mut stmt = conn.prepare_cached("SELECT body FROM memories WHERE id = ?1")?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
@@ -189,7 +190,7 @@ impl Store for SqliteStore {
         }
         w.params.push(Value::Integer(limit as i64));
         w.params.push(Value::Integer(offset as i64));
-        let conn = self.lock();
+        let conn = self.read()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT m.body FROM memories m WHERE {} ORDER BY m.created_at DESC, m.id DESC
              LIMIT ? OFFSET ?",
@@ -205,7 +206,7 @@ impl Store for SqliteStore {
         w.access(access);
         w.filter(filter);
         w.gate(gate);
-        let conn = self.lock();
+        let conn = self.read()?;
         let n: i64 = conn.query_row(
             &format!("SELECT count(*) FROM memories m WHERE {}", w.sql),
             params_from_iter(w.params),
@@ -217,7 +218,7 @@ impl Store for SqliteStore {
     fn scopes(&self, access: &Access, filter: &Filter, limit: usize) -> Result<Vec<String>> {
         // From the search index: a scan of its columns takes milliseconds where SQL's
         // DISTINCT over the owner predicate reads every row (seconds at a million records).
-        let mut conn = self.lock();
+        let mut conn = self.read()?;
         let tx = conn.transaction()?;
         let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
         sync_index(&tx, &mut index)?;
@@ -240,7 +241,7 @@ impl Store for SqliteStore {
         }
         w.gate(gate);
         w.params.push(Value::Integer(limit as i64));
-        let conn = self.lock();
+        let conn = self.read()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT t.tag, COUNT(*) AS n FROM memory_tags t JOIN memories m ON m.rowid = t.memory
              WHERE {} GROUP BY t.tag ORDER BY n DESC, t.tag ASC LIMIT ?",
@@ -312,7 +313,7 @@ impl Store for SqliteStore {
     }
 
     fn idempotency(&self, access: &Access, key: &str) -> Result<Option<IdempotencyEntry>> {
-        let conn = self.lock();
+        let conn = self.read()?;
         let row: Option<(String, String, String)> = conn
             .query_row(
                 "SELECT fingerprint, id, short_id FROM idempotency WHERE owner = ?1 AND key = ?2",
@@ -424,7 +425,7 @@ impl Store for SqliteStore {
     }
 
     fn vector(&self, id: &RecordId, model: &str) -> Result<Option<Vec<f32>>> {
-        let conn = self.lock();
+        let conn = self.read()?;
         let blob: Option<Vec<u8>> = conn
             .query_row(
                 "SELECT v.vec FROM vectors v JOIN memories m ON m.rowid = v.memory
@@ -448,7 +449,7 @@ impl Store for SqliteStore {
         w.filter(filter);
         w.gate(gate);
         w.params.push(Value::Integer(limit as i64));
-        let conn = self.lock();
+        let conn = self.read()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT m.body FROM memories m WHERE {} ORDER BY m.created_at ASC, m.id ASC LIMIT ?",
             w.sql
@@ -459,7 +460,7 @@ impl Store for SqliteStore {
     }
 
     fn embedder_models(&self) -> Result<Vec<(String, u64)>> {
-        let conn = self.lock();
+        let conn = self.read()?;
         let mut stmt =
             conn.prepare("SELECT model, COUNT(*) FROM vectors GROUP BY model ORDER BY model")?;
         let rows = stmt
@@ -476,7 +477,7 @@ impl Store for SqliteStore {
     ) -> Result<Vec<(RecordId, String)>> {
         // Ids are lowercase hyphenated UUIDs, so text order is id order and '' precedes all.
         let after = after.map(|a| a.to_string()).unwrap_or_default();
-        let conn = self.lock();
+        let conn = self.read()?;
         let mut stmt = conn.prepare_cached(
             "SELECT m.id, coalesce(json_extract(m.body, '$.content'), '')
              FROM memories m LEFT JOIN vectors v ON v.memory = m.rowid
@@ -515,7 +516,7 @@ impl SqliteStore {
     /// Rows matching `w`, most recent first, at most `limit`.
     fn select_recent(&self, mut w: Where, limit: usize) -> Result<Vec<Memory>> {
         w.params.push(Value::Integer(limit as i64));
-        let conn = self.lock();
+        let conn = self.read()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT m.body FROM memories m WHERE {} ORDER BY m.created_at DESC, m.id DESC LIMIT ?",
             w.sql
