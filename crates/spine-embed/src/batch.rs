@@ -55,8 +55,8 @@ pub struct BatchingEmbedder<E: Embedder> {
 
 impl<E: Embedder> BatchingEmbedder<E> {
     /// `inner` behind the batcher, one pass at a time: on the 2-core machine of the
-    /// README, eight threads storing 460-character notes got 50 documents/s through one
-    /// pass at a time, 39/s with a pass per core and 39/s each embedding on its own
+    /// README, eight threads storing 460-character notes got 62 documents/s sharing passes
+    /// (one at a time or one per core alike) and 41/s each embedding on its own
     /// (`cargo run --release -p spine-embed --example throughput`).
     pub fn new(inner: E) -> Self {
         Self::with_passes(inner, 1)

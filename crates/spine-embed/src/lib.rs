@@ -45,6 +45,9 @@ const PADDING_SLACK: f32 = 0.25;
 /// Texts this short (in tokens) share a pass whatever their lengths: padding them costs
 /// less than another pass.
 const SHORT_TOKENS: usize = 24;
+/// Most tokens (padding included) in one pass: bounds the memory of the attention scores
+/// (16 texts of 256 tokens: ~50 MB) when many long texts arrive at once.
+const PASS_TOKENS: usize = 16 * MAX_TOKENS;
 /// The files the model directory must hold.
 pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
 
@@ -200,8 +203,9 @@ fn load_tokenizer(path: &Path) -> Result<Tokenizer, EmbedError> {
 }
 
 /// Splits texts of these token lengths into forward passes: indices sorted by length, cut
-/// where a pass would hold more than [`BATCH`] texts or spend more than [`PADDING_SLACK`]
-/// of its tokens on padding (unless every text is at most [`SHORT_TOKENS`] long).
+/// where a pass would hold more than [`BATCH`] texts or [`PASS_TOKENS`] tokens, or spend
+/// more than [`PADDING_SLACK`] of its tokens on padding (unless every text is at most
+/// [`SHORT_TOKENS`] long).
 fn plan_passes(lengths: &[usize]) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..lengths.len()).collect();
     order.sort_by_key(|&i| lengths[i]);
@@ -212,6 +216,7 @@ fn plan_passes(lengths: &[usize]) -> Vec<Vec<usize>> {
         let fits = passes.last().is_some_and(|p| {
             let padded = len * (p.len() + 1);
             p.len() < BATCH
+                && padded <= PASS_TOKENS
                 && (len <= SHORT_TOKENS
                     || padded as f32 <= (real + len) as f32 * (1.0 + PADDING_SLACK))
         });
@@ -449,10 +454,15 @@ mod tests {
         let mut seen: Vec<usize> = passes.iter().flatten().copied().collect();
         seen.sort_unstable();
         assert_eq!(seen, (0..200).collect::<Vec<_>>());
+        assert_eq!(
+            plan_passes(&[MAX_TOKENS; 17]).iter().map(Vec::len).collect::<Vec<_>>(),
+            [16, 1]
+        );
         for p in &passes {
             assert!(p.len() <= BATCH);
             let longest = p.iter().map(|&i| lengths[i]).max().unwrap();
             let real: usize = p.iter().map(|&i| lengths[i]).sum();
+            assert!(longest * p.len() <= PASS_TOKENS);
             assert!(
                 longest <= SHORT_TOKENS
                     || (longest * p.len()) as f32 <= real as f32 * (1.0 + PADDING_SLACK)
