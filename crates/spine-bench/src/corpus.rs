@@ -39,23 +39,48 @@ pub const CRATES: &[&str] = &[
 /// More crates for `spine-bench corpus` (the end-to-end benchmarks' documents), which needs
 /// more 460-character documents than [`CRATES`] make; the eval uses [`CRATES`] only.
 pub const MORE_CRATES: &[&str] = &[
+    "aws-lc-rs",
     "axum",
+    "base64",
     "candle-core",
+    "candle-nn",
     "futures-util",
     "h2",
+    "half",
+    "hashbrown",
     "hyper-util",
+    "idna",
     "jsonwebtoken",
+    "lru",
+    "mio",
+    "num-traits",
     "postgres-types",
+    "nom",
+    "p256",
+    "parking_lot",
+    "prost",
+    "quinn",
+    "rand",
+    "rayon",
     "regex",
     "rmcp",
+    "ring",
+    "rsa",
     "rustix",
+    "rustls-webpki",
     "schemars",
     "serde",
+    "smallvec",
     "syn",
     "tokenizers",
     "tokio-postgres",
+    "tokio-util",
     "tower",
+    "tower-http",
+    "tracing",
     "tracing-subscriber",
+    "winnow",
+    "zerocopy",
 ];
 
 /// Seed of the document sample.
@@ -496,6 +521,34 @@ pub fn corpus_of(crates: &[&'static str], n: usize, limits: &Limits) -> Result<C
         })
         .collect();
     Ok(Corpus { sources, sample, extracted, available })
+}
+
+/// `n` documents of 460 characters and a query each, for the end-to-end benchmarks
+/// (`spine-bench corpus`, scripts/bench-sdk.py): whole functions of [`CRATES`] and
+/// [`MORE_CRATES`] in a fixed random order, joined (most functions are shorter) and cut at
+/// 460 characters; the query is the first function's (the first sentence of its doc
+/// comment), so no two documents answer the same query.
+pub fn documents(n: usize) -> Result<Vec<(String, String)>> {
+    let limits = Limits::default();
+    let crates = [CRATES, MORE_CRATES].concat();
+    let available = corpus_of(&crates, 0, &limits)?.available;
+    let mut all = corpus_of(&crates, available, &limits)?.sample;
+    all.shuffle(&mut StdRng::seed_from_u64(SEED));
+    let mut out = Vec::with_capacity(n);
+    let mut pairs = all.into_iter();
+    while out.len() < n {
+        let Some(first) = pairs.next() else {
+            bail!("the corpus makes only {} documents of 460 characters", out.len());
+        };
+        let mut doc = first.code;
+        while doc.chars().count() < 460 {
+            let Some(next) = pairs.next() else { break };
+            doc.push_str("\n\n");
+            doc.push_str(&next.code);
+        }
+        out.push((doc.chars().take(460).collect(), first.query));
+    }
+    Ok(out)
 }
 
 /// `n` real texts of the corpus (the queries: short sentences, quick to embed) for

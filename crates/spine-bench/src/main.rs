@@ -85,28 +85,37 @@ fn model() -> Result<BuiltinEmbedder> {
         .context("the built-in model (run scripts/fetch-model.sh)")
 }
 
+/// `store_memory` of `n` documents of 460 characters (`spine-bench corpus`) through the
+/// service, one at a time, and the same documents embedded alone: what a store costs
+/// besides its embedding.
 fn ingest(n: usize) -> Result<()> {
+    let docs: Vec<String> = corpus::documents(n)?.into_iter().map(|(doc, _)| doc).collect();
     let dir = tempfile::tempdir()?;
     let store = Arc::new(SqliteStore::open(dir.path())?);
     let embedder = Arc::new(model()?);
+    embedder.embed(&[&docs[0]])?; // warm up
+    let t = Instant::now();
+    for d in &docs {
+        embedder.embed(&[d])?;
+    }
+    let embed_ms = t.elapsed().as_secs_f64() * 1e3 / n as f64;
     let service = Service::new(store, embedder, Arc::new(SystemClock), Limits::default());
     let caller = Caller::anonymous();
     let t = Instant::now();
-    for i in 0..n {
-        let a = parse_args(
-            json!({"content": format!("Ingest {i}: the build cache for crate {} lives in target/.", i % 31),
-                   "scope": "bench:project:spine", "source": "agent-inferred", "category": "convention"})
-            .as_object()
-            .cloned()
-            .unwrap(),
-        )
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    for d in &docs {
+        let args = json!({"content": d, "scope": "bench:project:spine",
+                          "source": "agent-inferred", "category": "convention"});
+        let a = parse_args(args.as_object().cloned().unwrap_or_default())
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         service.store_memory(&caller, a).map_err(|e| anyhow::anyhow!("{e}"))?;
     }
     let secs = t.elapsed().as_secs_f64();
+    let store_ms = secs * 1e3 / n as f64;
     println!(
-        "store_memory with embedding: {n} records in {secs:.1} s = {:.1} records/s",
-        n as f64 / secs
+        "store_memory with embedding: {n} records of 460 characters in {secs:.1} s = {:.1} \
+         records/s, {store_ms:.1} ms each: embedding {embed_ms:.1} ms, the rest {:.1} ms",
+        n as f64 / secs,
+        store_ms - embed_ms
     );
     Ok(())
 }
@@ -132,34 +141,9 @@ fn main() -> Result<()> {
             stages::run(if sizes.is_empty() { &[2000, 100_000] } else { &sizes })
         }
         Some("corpus") => {
-            // Documents and queries for scripts/bench-sdk.py, one JSON line per pair: the
-            // function cut to ~460 characters, the first sentence of its doc comment; from
-            // the eval's crates and more (corpus::MORE_CRATES).
-            // Documents of 460 characters: whole functions in a fixed random order, joined
-            // (most functions are shorter) and cut; the query is the first one's.
-            use rand::SeedableRng;
-            use rand::seq::SliceRandom;
             let n = numbers(1)?.first().copied().unwrap_or(2000);
-            let limits = Limits::default();
-            let crates = [corpus::CRATES, corpus::MORE_CRATES].concat();
-            let available = corpus::corpus_of(&crates, 0, &limits)?.available;
-            let mut all = corpus::corpus_of(&crates, available, &limits)?.sample;
-            all.shuffle(&mut rand::rngs::StdRng::seed_from_u64(corpus::SEED));
-            let mut made = 0;
-            let mut pairs = all.into_iter();
-            while made < n {
-                let Some(first) = pairs.next() else {
-                    bail!("the corpus makes only {made} documents of 460 characters");
-                };
-                let mut doc = first.code;
-                while doc.chars().count() < 460 {
-                    let Some(next) = pairs.next() else { break };
-                    doc.push_str("\n\n");
-                    doc.push_str(&next.code);
-                }
-                let doc: String = doc.chars().take(460).collect();
-                println!("{}", json!({"doc": doc, "query": first.query}));
-                made += 1;
+            for (doc, query) in corpus::documents(n)? {
+                println!("{}", json!({"doc": doc, "query": query}));
             }
             Ok(())
         }
