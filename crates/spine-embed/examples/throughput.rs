@@ -79,14 +79,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     let direct: Arc<dyn Embedder> = model.clone();
-    let one: Arc<dyn Embedder> = Arc::new(BatchingEmbedder::with_passes(model.clone(), 1));
     let batched: Arc<dyn Embedder> = Arc::new(BatchingEmbedder::new(model.clone()));
     for (name, texts) in [("queries", &queries), ("documents", &docs)] {
         println!(
-            "{name}, {THREADS} threads: {:.1}/s each on its own, {:.1}/s sharing one pass at a \
-             time, {:.1}/s sharing one pass per CPU",
+            "{name}, {THREADS} threads: {:.1}/s each on its own, {:.1}/s sharing passes",
             concurrent(&direct, texts, THREADS),
-            concurrent(&one, texts, THREADS),
             concurrent(&batched, texts, THREADS)
         );
     }

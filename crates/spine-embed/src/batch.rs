@@ -1,29 +1,36 @@
-//! Concurrent embedding requests coalesced into shared forward passes.
+//! Concurrent embedding requests coalesced into shared forward passes, on a thread of
+//! lower priority.
 //!
 //! Many sessions store and search at once; each call embeds one or two texts. Run one by
 //! one, those calls queue for the CPU anyway, and each small forward pass uses it poorly
-//! (a ten-token query is a matrix product with ten rows). [`BatchingEmbedder`] runs one
-//! pass at a time (by default; the model's matrix products already use every core); a
-//! caller that finds the model free becomes the pass's *leader*: it
-//! takes every request waiting at that moment, embeds all their texts in one call of the
-//! wrapped embedder, and hands each caller its own vectors. Callers that arrive while the
-//! model is busy wait and are served together by the next leader. A lone caller is never
-//! delayed: there is no timer, only the queue that forms while the model is busy (the
-//! "group commit" of databases).
+//! (a ten-token query is a matrix product with ten rows). [`BatchingEmbedder`] owns one
+//! worker thread that runs every pass: it takes every request waiting at that moment,
+//! embeds all their texts in one call of the wrapped embedder, and hands each caller its own
+//! vectors; requests that arrive during a pass are served together by the next one. A lone
+//! caller is never delayed: there is no timer, only the queue that forms while the model is
+//! busy (the "group commit" of databases).
+//!
+//! The worker runs at a lower scheduling priority (nice [`WORKER_NICE`] on Linux), and the
+//! model's thread pools it starts inherit it: when the CPU is saturated, calls that embed
+//! nothing (`get_memory`, `list_memory`…) are scheduled ahead of the forward passes instead
+//! of waiting behind them. On an idle machine priority changes nothing.
 //!
 //! Invariant: each caller gets exactly the vectors the wrapped embedder returns for its
 //! texts (the built-in model's vectors do not depend on what they are batched with, see
 //! its `batching_and_padding_do_not_change_vectors` test), in order, or an error.
 
 use std::collections::HashMap;
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::{EmbedError, Embedder};
 
 /// Most texts one shared pass takes; requests beyond it wait for the next pass. Also the
 /// largest request that is batched at all: bigger ones (imports, reindexing) are already
-/// batches and go straight to the wrapped embedder.
+/// batches and go straight to the wrapped embedder, on the caller's thread.
 pub const MAX_BATCH_TEXTS: usize = 64;
+
+/// The nice value of the worker thread (Linux; elsewhere the worker keeps the default).
+pub const WORKER_NICE: i32 = 10;
 
 type Outcome = Result<Vec<Vec<f32>>, EmbedError>;
 
@@ -39,103 +46,130 @@ struct State {
     queue: Vec<Job>,
     /// Finished requests not yet collected by their caller.
     done: HashMap<u64, Outcome>,
-    /// Passes running now.
-    running: usize,
+    /// The batcher is being dropped: the worker ends once the queue is empty.
+    stop: bool,
 }
 
-/// Wraps an embedder so that concurrent calls share forward passes (module docs).
-pub struct BatchingEmbedder<E: Embedder> {
+struct Shared<E> {
     inner: E,
-    /// Most passes run at once.
-    passes: usize,
     state: Mutex<State>,
-    /// Signalled whenever a pass ends (results are ready and the model is free).
+    /// Signalled when a request is queued (or on stop): wakes the worker.
+    queued: Condvar,
+    /// Signalled when a pass ends: wakes its callers.
     finished: Condvar,
 }
 
-impl<E: Embedder> BatchingEmbedder<E> {
-    /// `inner` behind the batcher, one pass at a time: on the 2-core machine of the
-    /// README, eight threads storing 460-character notes got 62 documents/s sharing passes
-    /// (one at a time or one per core alike) and 41/s each embedding on its own
-    /// (`cargo run --release -p spine-embed --example throughput`).
-    pub fn new(inner: E) -> Self {
-        Self::with_passes(inner, 1)
-    }
-
-    /// `inner` behind the batcher, running at most `passes` (at least 1) passes at once.
-    pub fn with_passes(inner: E, passes: usize) -> Self {
-        BatchingEmbedder {
-            inner,
-            passes: passes.max(1),
-            state: Mutex::default(),
-            finished: Condvar::new(),
-        }
-    }
-
-    /// The wrapped embedder.
-    pub fn inner(&self) -> &E {
-        &self.inner
-    }
-
+impl<E> Shared<E> {
     fn lock(&self) -> MutexGuard<'_, State> {
         // The state is only changed by short sections that cannot panic halfway (the
         // embedding itself runs unlocked), so a poisoned lock holds consistent data.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
 
-    /// Runs one pass over `jobs` (unlocked) and files each job's outcome; `leader` is the id
-    /// of the caller running it.
-    fn run(&self, leader: u64, jobs: Vec<Job>) {
-        /// Files the outcomes, frees the model and wakes the waiters, in one locked section,
-        /// also when the wrapped embedder panics: then every other caller of the pass gets
-        /// an error instead of waiting forever (the leader itself unwinds).
-        struct Release<'a, E: Embedder> {
-            batcher: &'a BatchingEmbedder<E>,
-            leader: u64,
-            ids: Vec<u64>,
-            outcomes: Option<Vec<Outcome>>,
-        }
-        impl<E: Embedder> Drop for Release<'_, E> {
-            fn drop(&mut self) {
-                let mut state = self.batcher.lock();
-                match self.outcomes.take() {
-                    Some(outcomes) => state.done.extend(self.ids.iter().copied().zip(outcomes)),
-                    None => {
-                        for &id in self.ids.iter().filter(|&&id| id != self.leader) {
-                            let e = EmbedError::Inference("the embedding pass panicked".into());
-                            state.done.insert(id, Err(e));
-                        }
-                    }
-                }
-                state.running -= 1;
-                drop(state);
-                self.batcher.finished.notify_all();
-            }
-        }
-        let ids = jobs.iter().map(|j| j.id).collect();
-        let mut release = Release { batcher: self, leader, ids, outcomes: None };
+/// Wraps an embedder so that concurrent calls share forward passes (module docs).
+pub struct BatchingEmbedder<E: Embedder + 'static> {
+    shared: Arc<Shared<E>>,
+    worker: Option<std::thread::JoinHandle<()>>,
+}
 
-        let texts: Vec<&str> =
-            jobs.iter().flat_map(|j| j.texts.iter().map(String::as_str)).collect();
-        let outcome = self.inner.embed(&texts);
-        if jobs.len() > 1 {
-            tracing::trace!(requests = jobs.len(), texts = texts.len(), "shared embedding pass");
-        }
-        release.outcomes = Some(match outcome {
-            Ok(vectors) if vectors.len() == texts.len() => {
-                let mut vectors = vectors.into_iter();
-                jobs.iter().map(|j| Ok(vectors.by_ref().take(j.texts.len()).collect())).collect()
-            }
-            Ok(vectors) => {
-                let msg = format!("{} vectors for {} texts", vectors.len(), texts.len());
-                jobs.iter().map(|_| Err(EmbedError::Inference(msg.clone()))).collect()
-            }
-            Err(e) => {
-                let mut all: Vec<Outcome> = jobs[1..].iter().map(|_| Err(duplicate(&e))).collect();
-                all.insert(0, Err(e));
-                all
-            }
+impl<E: Embedder + 'static> BatchingEmbedder<E> {
+    /// `inner` behind the batcher, with its worker thread started. On the 2-core machine of
+    /// the README, eight threads storing 460-character notes got 62 documents/s sharing
+    /// passes and 41/s each embedding on its own (`cargo run --release -p spine-embed
+    /// --example throughput`).
+    pub fn new(inner: E) -> Self {
+        let shared = Arc::new(Shared {
+            inner,
+            state: Mutex::default(),
+            queued: Condvar::new(),
+            finished: Condvar::new(),
         });
+        let for_worker = shared.clone();
+        let worker = std::thread::Builder::new()
+            .name("embed".into())
+            .spawn(move || {
+                lower_priority();
+                work(&for_worker);
+            })
+            .map_err(|e| tracing::error!(error = %e, "cannot start the embedding thread"))
+            .ok();
+        BatchingEmbedder { shared, worker }
+    }
+
+    /// The wrapped embedder.
+    pub fn inner(&self) -> &E {
+        &self.shared.inner
+    }
+}
+
+/// Lowers the calling thread's priority to [`WORKER_NICE`] (Linux: the nice value is per
+/// thread, and threads it starts inherit it). Best effort: a failure only costs priority.
+pub fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: plain system calls on the calling thread's own id.
+        let tid = unsafe { libc::gettid() };
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, WORKER_NICE) } != 0 {
+            tracing::debug!("could not lower the embedding thread's priority");
+        }
+    }
+}
+
+/// The worker: one pass at a time over everything queued, until stopped.
+fn work<E: Embedder>(shared: &Shared<E>) {
+    let mut state = shared.lock();
+    loop {
+        if state.queue.is_empty() {
+            if state.stop {
+                return;
+            }
+            state = shared.queued.wait(state).unwrap_or_else(|p| p.into_inner());
+            continue;
+        }
+        // The oldest requests, up to MAX_BATCH_TEXTS texts (at least one request).
+        let mut taken = 0;
+        let n = state
+            .queue
+            .iter()
+            .take_while(|j| {
+                taken += j.texts.len();
+                taken <= MAX_BATCH_TEXTS
+            })
+            .count()
+            .max(1);
+        let jobs: Vec<Job> = state.queue.drain(..n).collect();
+        drop(state);
+        let outcomes = run(&shared.inner, &jobs);
+        state = shared.lock();
+        state.done.extend(jobs.iter().map(|j| j.id).zip(outcomes));
+        shared.finished.notify_all();
+    }
+}
+
+/// One pass over `jobs`: each job's outcome, in order. A panic of the wrapped embedder fails
+/// the pass's callers and leaves the worker running.
+fn run<E: Embedder>(inner: &E, jobs: &[Job]) -> Vec<Outcome> {
+    let texts: Vec<&str> = jobs.iter().flat_map(|j| j.texts.iter().map(String::as_str)).collect();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| inner.embed(&texts)))
+        .unwrap_or_else(|_| Err(EmbedError::Inference("the embedding pass panicked".into())));
+    if jobs.len() > 1 {
+        tracing::trace!(requests = jobs.len(), texts = texts.len(), "shared embedding pass");
+    }
+    match outcome {
+        Ok(vectors) if vectors.len() == texts.len() => {
+            let mut vectors = vectors.into_iter();
+            jobs.iter().map(|j| Ok(vectors.by_ref().take(j.texts.len()).collect())).collect()
+        }
+        Ok(vectors) => {
+            let msg = format!("{} vectors for {} texts", vectors.len(), texts.len());
+            jobs.iter().map(|_| Err(EmbedError::Inference(msg.clone()))).collect()
+        }
+        Err(e) => {
+            let mut all: Vec<Outcome> = jobs[1..].iter().map(|_| Err(duplicate(&e))).collect();
+            all.insert(0, Err(e));
+            all
+        }
     }
 }
 
@@ -151,58 +185,49 @@ fn duplicate(e: &EmbedError) -> EmbedError {
     }
 }
 
-impl<E: Embedder> std::fmt::Debug for BatchingEmbedder<E> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BatchingEmbedder").field("model_id", &self.inner.model_id()).finish()
+impl<E: Embedder + 'static> Drop for BatchingEmbedder<E> {
+    fn drop(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.queued.notify_all();
+        if let Some(worker) = self.worker.take() {
+            let _ = worker.join();
+        }
     }
 }
 
-impl<E: Embedder> Embedder for BatchingEmbedder<E> {
+impl<E: Embedder + 'static> std::fmt::Debug for BatchingEmbedder<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BatchingEmbedder").field("model_id", &self.inner().model_id()).finish()
+    }
+}
+
+impl<E: Embedder + 'static> Embedder for BatchingEmbedder<E> {
     fn model_id(&self) -> &str {
-        self.inner.model_id()
+        self.inner().model_id()
     }
 
     fn dims(&self) -> usize {
-        self.inner.dims()
+        self.inner().dims()
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        if texts.len() > MAX_BATCH_TEXTS {
-            return self.inner.embed(texts);
+        if texts.len() > MAX_BATCH_TEXTS || self.worker.is_none() {
+            return self.inner().embed(texts);
         }
-        let mut state = self.lock();
+        let shared = &self.shared;
+        let mut state = shared.lock();
         let id = state.next_id;
         state.next_id += 1;
         state.queue.push(Job { id, texts: texts.iter().map(|t| t.to_string()).collect() });
+        shared.queued.notify_one();
         loop {
             if let Some(outcome) = state.done.remove(&id) {
                 return outcome;
             }
-            // Wait while every pass is taken, or while ours runs in another leader's pass.
-            if state.running >= self.passes || state.queue.is_empty() {
-                state = self.finished.wait(state).unwrap_or_else(|p| p.into_inner());
-                continue;
-            }
-            // Lead the next pass: the oldest requests, up to MAX_BATCH_TEXTS texts (ours is
-            // among them unless older ones fill the pass; then we lead again after it).
-            let mut taken = 0;
-            let n = state
-                .queue
-                .iter()
-                .take_while(|j| {
-                    taken += j.texts.len();
-                    taken <= MAX_BATCH_TEXTS
-                })
-                .count()
-                .max(1);
-            let jobs: Vec<Job> = state.queue.drain(..n).collect();
-            state.running += 1;
-            drop(state);
-            self.run(id, jobs);
-            state = self.lock();
+            state = shared.finished.wait(state).unwrap_or_else(|p| p.into_inner());
         }
     }
 }
@@ -272,7 +297,7 @@ mod tests {
     fn callers_waiting_on_a_pass_share_the_next_one() {
         let gate = Arc::new(Barrier::new(2));
         let fake = Fake { gate: Some(gate.clone()), ..Fake::default() };
-        let b = Arc::new(BatchingEmbedder::with_passes(fake, 1));
+        let b = Arc::new(BatchingEmbedder::new(fake));
         let first = {
             let b = b.clone();
             std::thread::spawn(move || b.embed(&["first"]).unwrap())
@@ -289,7 +314,7 @@ mod tests {
             })
             .collect();
         // Let the waiters queue before the first pass ends.
-        while b.lock().queue.len() < 6 {
+        while b.shared.lock().queue.len() < 6 {
             std::thread::yield_now();
         }
         gate.wait();
@@ -320,25 +345,50 @@ mod tests {
             Err(EmbedError::Inference(m)) => assert_eq!(m, "told to fail"),
             other => panic!("{other:?}"),
         }
-        let panicked =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.embed(&["panic"])));
-        // The leader itself unwinds; nothing is left running or queued.
-        assert!(panicked.is_err());
-        let state = b.lock();
-        assert!(state.running == 0 && state.queue.is_empty());
-        drop(state);
+        match b.embed(&["panic"]) {
+            Err(EmbedError::Inference(m)) => assert_eq!(m, "the embedding pass panicked"),
+            other => panic!("{other:?}"),
+        }
+        // The worker survived and nothing is left behind.
         assert_eq!(b.embed(&["ok"]).unwrap(), vec![want("ok")]);
+        let state = b.shared.lock();
+        assert!(state.queue.is_empty() && state.done.is_empty());
+    }
+
+    /// The passes run on the worker thread, at the lower priority (Linux), never on the
+    /// caller's; dropping the batcher ends the worker.
+    #[test]
+    fn passes_run_on_the_worker_at_lower_priority() {
+        #[derive(Default)]
+        struct Where(Mutex<Vec<(String, i32)>>);
+        impl Embedder for Where {
+            fn model_id(&self) -> &str {
+                "where"
+            }
+            fn dims(&self) -> usize {
+                1
+            }
+            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+                let name = std::thread::current().name().unwrap_or("").to_owned();
+                // SAFETY: reads the calling thread's own nice value.
+                #[cfg(target_os = "linux")]
+                let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as _) };
+                #[cfg(not(target_os = "linux"))]
+                let nice = WORKER_NICE;
+                self.0.lock().unwrap().push((name, nice));
+                Ok(texts.iter().map(|_| vec![1.0]).collect())
+            }
+        }
+        let b = BatchingEmbedder::new(Where::default());
+        b.embed(&["a"]).unwrap();
+        b.embed_query("b").unwrap();
+        assert_eq!(*b.inner().0.lock().unwrap(), vec![("embed".to_owned(), WORKER_NICE); 2]);
+        drop(b); // joins the worker: a hang here fails the test run
     }
 
     #[test]
     fn many_concurrent_callers_each_get_their_own_vectors() {
-        for passes in [1, 2, 3] {
-            many_callers(passes);
-        }
-    }
-
-    fn many_callers(passes: usize) {
-        let b = Arc::new(BatchingEmbedder::with_passes(Fake::default(), passes));
+        let b = Arc::new(BatchingEmbedder::new(Fake::default()));
         let threads: Vec<_> = (0..16)
             .map(|t| {
                 let b = b.clone();
@@ -353,7 +403,7 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-        let state = b.lock();
-        assert!(state.done.is_empty() && state.queue.is_empty() && state.running == 0);
+        let state = b.shared.lock();
+        assert!(state.done.is_empty() && state.queue.is_empty());
     }
 }

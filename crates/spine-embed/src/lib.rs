@@ -21,7 +21,7 @@ mod cache;
 pub mod http;
 mod openai;
 
-pub use batch::{BatchingEmbedder, MAX_BATCH_TEXTS};
+pub use batch::{BatchingEmbedder, MAX_BATCH_TEXTS, WORKER_NICE, lower_priority};
 pub use cache::{CacheStats, CachedEmbedder, DEFAULT_CACHE_CAPACITY};
 pub use openai::{OpenAiConfig, OpenAiEmbedder};
 
