@@ -27,7 +27,8 @@ measures and prints them, it does not judge them. It:
 Every call has a 30 s timeout; a tool error, an unexpected result or an exception is a
 failed call. Calls started before the end are waited for; calls/s counts successful calls
 over the time from start until the last call ended; the SDK's own warnings are counted and
-printed once each. BENCH_MODE picks how the SDK negotiates the protocol: `auto` (default, what
+printed once each. BENCH_MIX (e.g. `get_memory=50,list_memory=50`) replaces the weights of
+MIX. BENCH_MODE picks how the SDK negotiates the protocol: `auto` (default, what
 the SDK does unless told otherwise) settles on 2026-07-28, which spine serves without a
 server-side session; `legacy` makes each client an initialize-handshake session with its own
 `Mcp-Session-Id` (ended by DELETE /mcp). The negotiated version is printed.
@@ -62,6 +63,10 @@ CALL_TIMEOUT = 30
 # Tool weights (percent) of each session's calls.
 MIX = {"search_memory": 30, "store_memory": 15, "get_memory": 20, "list_memory": 20,
        "update_memory": 10, "archive_memory": 5}
+# BENCH_MIX="get_memory=50,list_memory=50" replaces the weights (e.g. to load the server with
+# calls that embed nothing only).
+if os.environ.get("BENCH_MIX"):
+    MIX = {k: int(v) for k, v in (kv.split("=") for kv in os.environ["BENCH_MIX"].split(","))}
 CONTENT_UPDATES = 0.5  # the share of update_memory calls that replace the content
 # Labels of the calls that embed nothing (update_memory: tags only, same content).
 NO_EMBED = ("get_memory", "list_memory", "update_memory", "archive_memory")
