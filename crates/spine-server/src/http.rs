@@ -120,7 +120,10 @@ pub fn http_router(service: Service, options: HttpOptions) -> Router {
         sessions,
         config,
     );
-    let mcp = Router::new().nest_service("/mcp", mcp).layer(from_fn_with_state(cap, cap_sessions));
+    let mcp = Router::new()
+        .nest_service("/mcp", mcp)
+        .layer(from_fn_with_state(cap, cap_sessions))
+        .layer(axum::middleware::from_fn(ended_session_no_content));
     let connect = Router::new().fallback_service(
         crate::connect::router(connect_service, authenticated).into_axum_service(),
     );
@@ -261,6 +264,22 @@ struct SessionCap {
     max: usize,
     /// The most sessions seen open since memory was last handed back.
     high_water: Arc<AtomicUsize>,
+}
+
+/// A session ended by `DELETE /mcp` is answered `204 No Content` rather than the transport's
+/// `202 Accepted`: the MCP specification names no success status, and the official Python
+/// SDK logs "Session termination failed: 202" for every session it closes (it accepts 200
+/// and 204).
+async fn ended_session_no_content(req: Request, next: Next) -> Response {
+    let delete = req.method() == Method::DELETE;
+    let mut response = next.run(req).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+        *response.body_mut() = Body::empty();
+        response.headers_mut().remove(axum::http::header::CONTENT_TYPE);
+        response.headers_mut().remove(axum::http::header::CONTENT_LENGTH);
+    }
+    response
 }
 
 /// Answers an `initialize` (a POST without `Mcp-Session-Id` whose method is `initialize`)
