@@ -6,10 +6,7 @@ use std::collections::HashSet;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use spine_core::{Caller, Scope, Timestamp, Visibility};
-use spine_store::{
-    Access, Embedding, Filter, ImportRecord, NearestQuery, PgStore, ScopeFilter, Store,
-    TransferStore,
-};
+use spine_store::{Access, Filter, NearestQuery, PgStore, ScopeFilter, Store, TransferStore};
 use spine_testkit::records::record;
 
 const DIMS: usize = 16;
@@ -40,21 +37,8 @@ fn filtered_nearest_matches_an_exact_scan_on_few_rows_and_on_many() {
         }
         records.push((m, unit(&mut rng)));
     }
-    let bodies: Vec<String> =
-        records.iter().map(|(m, _)| serde_json::to_string(m).unwrap()).collect();
     store.begin_bulk_load().unwrap();
-    for (chunk, bodies) in records.chunks(1000).zip(bodies.chunks(1000)) {
-        let items: Vec<ImportRecord<'_>> = chunk
-            .iter()
-            .zip(bodies)
-            .map(|((m, v), b)| ImportRecord {
-                memory: m.clone(),
-                body: b,
-                vector: Some(Embedding { model: "m", vector: v }),
-            })
-            .collect();
-        store.import_batch(&items).unwrap();
-    }
+    crate::import_records(&store, &records, 1000);
     store.finish_bulk_load().unwrap();
 
     let alice = Caller::authenticated("alice", "alice");

@@ -8,3 +8,26 @@ mod operator;
 mod pg_review;
 mod pg_search;
 mod transfer;
+
+/// Imports `records` with their vectors (embedder id `m`) into `store`, `chunk` records per
+/// `import_batch`, each record's body its JSON.
+fn import_records<V: AsRef<[f32]>>(
+    store: &dyn spine_store::TransferStore,
+    records: &[(spine_core::Memory, V)],
+    chunk: usize,
+) {
+    for part in records.chunks(chunk) {
+        let bodies: Vec<String> =
+            part.iter().map(|(m, _)| serde_json::to_string(m).unwrap()).collect();
+        let items: Vec<spine_store::ImportRecord<'_>> = part
+            .iter()
+            .zip(&bodies)
+            .map(|((m, v), b)| spine_store::ImportRecord {
+                memory: m.clone(),
+                body: b,
+                vector: Some(spine_store::Embedding { model: "m", vector: v.as_ref() }),
+            })
+            .collect();
+        store.import_batch(&items).unwrap();
+    }
+}

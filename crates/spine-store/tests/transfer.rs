@@ -242,20 +242,9 @@ fn a_bulk_load_into_an_empty_postgres_table_builds_the_vector_index_at_its_end()
         let records: Vec<_> = (0..n)
             .map(|i| record(SCOPE, &format!("bulk record {i}"), "alice", 1_800_000_000 + i as i64))
             .collect();
-        let bodies: Vec<String> =
-            records.iter().map(|m| serde_json::to_string(m).unwrap()).collect();
-        let vectors: Vec<[f32; 3]> = (0..n).map(|i| [1.0, i as f32, 0.5]).collect();
-        let items: Vec<ImportRecord<'_>> = records
-            .iter()
-            .zip(&bodies)
-            .zip(&vectors)
-            .map(|((m, b), v)| ImportRecord {
-                memory: m.clone(),
-                body: b,
-                vector: Some(Embedding { model: "m", vector: v }),
-            })
-            .collect();
-        store.import_batch(&items).unwrap();
+        let with_vectors: Vec<_> =
+            records.iter().cloned().zip((0..n).map(|i| [1.0, i as f32, 0.5])).collect();
+        crate::import_records(store, &with_vectors, n);
         records
     };
     store.begin_bulk_load().unwrap();

@@ -154,7 +154,7 @@ impl PgStore {
 
     /// Refreshes the planner's statistics (`ANALYZE memories`): after a bulk load, so that
     /// filtered searches choose between the HNSW index and an exact scan well.
-    pub fn analyze(&self) -> Result<()> {
+    fn analyze(&self) -> Result<()> {
         self.block_untimed(async {
             self.pool.get().await?.batch_execute("ANALYZE memories").await?;
             Ok(())
@@ -263,40 +263,6 @@ impl PgStore {
         })?;
         self.vector_indexes.lock().unwrap_or_else(|p| p.into_inner()).insert(dims);
         Ok(())
-    }
-}
-
-impl PgStore {
-    /// See [`crate::TransferStore::begin_bulk_load`]: into an empty table, index building is
-    /// deferred (pgvector builds an HNSW index over existing rows far faster than it
-    /// inserts them one by one). An index that exists already is kept and maintained.
-    pub(crate) fn begin_bulk_load(&self) -> Result<()> {
-        let empty: bool = self.block(async {
-            let client = self.pool.get().await?;
-            Ok(client.query_one("SELECT NOT EXISTS (SELECT 1 FROM memories)", &[]).await?.get(0))
-        })?;
-        if empty {
-            self.deferring_indexes.store(true, Ordering::Relaxed);
-        }
-        Ok(())
-    }
-
-    /// See [`crate::TransferStore::finish_bulk_load`]: builds the indexes a bulk load
-    /// deferred, then refreshes the planner's statistics.
-    pub(crate) fn finish_bulk_load(&self) -> Result<()> {
-        if self.deferring_indexes.swap(false, Ordering::Relaxed) {
-            let sizes: Vec<i32> = self.block_untimed(async {
-                let client = self.pool.get().await?;
-                let rows =
-                    client.query("SELECT DISTINCT dims FROM memories WHERE dims > 0", &[]).await?;
-                Ok::<_, StoreError>(rows.iter().map(|r| r.get(0)).collect())
-            })?;
-            for dims in sizes {
-                tracing::info!(dims, "building the HNSW index after a bulk load");
-                self.ensure_vector_index(usize::try_from(dims).unwrap_or(0))?;
-            }
-        }
-        self.analyze()
     }
 }
 

@@ -6,6 +6,8 @@
 //! byte for byte the line it was imported from. A record changed on PostgreSQL (archived,
 //! superseded…) is rewritten through jsonb: the same values, in jsonb's key order and spacing.
 
+use std::sync::atomic::Ordering;
+
 use pgvector::Vector;
 use spine_core::{EpochSeconds, Memory, RecordId, Scope};
 
@@ -17,12 +19,35 @@ use crate::{
 };
 
 impl TransferStore for PgStore {
+    /// Into an empty table, index building is deferred (pgvector builds an HNSW index over
+    /// existing rows far faster than it inserts them one by one). An index that exists
+    /// already is kept and maintained.
     fn begin_bulk_load(&self) -> Result<()> {
-        PgStore::begin_bulk_load(self)
+        let empty: bool = self.block(async {
+            let client = self.pool.get().await?;
+            Ok(client.query_one("SELECT NOT EXISTS (SELECT 1 FROM memories)", &[]).await?.get(0))
+        })?;
+        if empty {
+            self.deferring_indexes.store(true, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
+    /// Builds the indexes a bulk load deferred, then refreshes the planner's statistics.
     fn finish_bulk_load(&self) -> Result<()> {
-        PgStore::finish_bulk_load(self)
+        if self.deferring_indexes.swap(false, Ordering::Relaxed) {
+            let sizes: Vec<i32> = self.block_untimed(async {
+                let client = self.pool.get().await?;
+                let rows =
+                    client.query("SELECT DISTINCT dims FROM memories WHERE dims > 0", &[]).await?;
+                Ok::<_, StoreError>(rows.iter().map(|r| r.get(0)).collect())
+            })?;
+            for dims in sizes {
+                tracing::info!(dims, "building the HNSW index after a bulk load");
+                self.ensure_vector_index(usize::try_from(dims).unwrap_or(0))?;
+            }
+        }
+        self.analyze()
     }
 
     fn count_records(&self, scope: Option<&Scope>) -> Result<u64> {
