@@ -23,8 +23,8 @@ pub use error::{Error, ErrorCode, Hint};
 pub use ids::{IdRef, RecordId, ShortId};
 pub use limits::{Limits, MAX_ID_BYTES};
 pub use record::{
-    Category, Citation, CitationKind, DiscoveryKind, Memory, SCHEMA_VERSION, ScheduledState,
-    Source, SummarySource, Visibility, stamp_schema_version,
+    Category, Citation, CitationKind, DiscoveryKind, ListState, Memory, SCHEMA_VERSION,
+    ScheduledState, Source, SummarySource, Visibility, stamp_schema_version,
 };
 pub use scope::{Scope, ScopeKind};
 pub use state::{State, StateMarkers, derive_states, is_recall_visible};

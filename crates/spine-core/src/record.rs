@@ -169,6 +169,25 @@ vocabulary! {
     }
 }
 
+vocabulary! {
+    /// Which records a browsing list shows (the Connect API's `ListMemories.state`, what the
+    /// console filters by): the recall gate's view, or the records in one hidden state.
+    ListState {
+        /// Records the recall gate shows (what list_memory lists).
+        Live = "live",
+        /// Archived records.
+        Archived = "archived",
+        /// Superseded records.
+        Superseded = "superseded",
+        /// The caller's own scheduled records (owner-only, as list_scheduled).
+        Scheduled = "scheduled",
+        /// The caller's own expired records (owner-only, as list_scheduled).
+        Expired = "expired",
+        /// Every state.
+        All = "all",
+    }
+}
+
 /// Evidence for a record (SPEC "Citation"). The tool schemas carry only the descriptions
 /// the field names do not say.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -51,6 +51,9 @@ pub struct OidcConfig {
     pub owner_claim: String,
     /// Clock skew tolerated on `exp` and `nbf`, in seconds; [`DEFAULT_LEEWAY_SECS`] by default.
     pub leeway_secs: u64,
+    /// The web console's OAuth client id: tokens whose `aud` contains it (the ID tokens the
+    /// console signs in with) are accepted beside [`OidcConfig::audience`].
+    pub console_client_id: Option<String>,
 }
 
 impl OidcConfig {
@@ -61,6 +64,7 @@ impl OidcConfig {
             audience: audience.into(),
             owner_claim: DEFAULT_OWNER_CLAIM.to_owned(),
             leeway_secs: DEFAULT_LEEWAY_SECS,
+            console_client_id: None,
         }
     }
 }
@@ -234,6 +238,16 @@ impl Verifier {
         &self.shared.config.issuer
     }
 
+    /// The audience tokens must carry.
+    pub fn audience(&self) -> &str {
+        &self.shared.config.audience
+    }
+
+    /// The web console's client id, when one is configured.
+    pub fn console_client_id(&self) -> Option<&str> {
+        self.shared.config.console_client_id.as_deref()
+    }
+
     /// Validates a bearer token and returns the caller it identifies.
     ///
     /// Checks, in order: shape, algorithm, key, signature, then `exp`/`nbf` (with the
@@ -269,7 +283,10 @@ impl Verifier {
         validation.validate_nbf = true;
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         validation.set_issuer(&[&config.issuer]);
-        validation.set_audience(&[&config.audience]);
+        match &config.console_client_id {
+            Some(console) => validation.set_audience(&[&config.audience, console]),
+            None => validation.set_audience(&[&config.audience]),
+        }
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, key, &validation)
             .map_err(|e| map_jwt_error(e.kind()))?;
         // jsonwebtoken also accepts an `iss` array containing the issuer; RFC 7519 says a string.

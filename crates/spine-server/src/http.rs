@@ -87,7 +87,8 @@ impl Default for HttpOptions {
     }
 }
 
-/// The axum router serving `/mcp`, `/healthz` and, with OIDC, the resource metadata.
+/// The axum router serving `/mcp`, `/healthz`, the Connect API, the web console at
+/// `/console` and, with OIDC, the resource metadata.
 pub fn http_router(service: Service, options: HttpOptions) -> Router {
     let mut config =
         StreamableHttpServerConfig::default().with_legacy_session_mode(!options.stateless);
@@ -134,8 +135,11 @@ pub fn http_router(service: Service, options: HttpOptions) -> Router {
             connect.layer(from_fn_with_state(gate, require_bearer))
         }
     };
+    let console = crate::console::router(options.verifier.as_ref())
+        .layer(from_fn_with_state(guard.clone(), crate::connect::guard));
     let connect = connect.layer(from_fn_with_state(guard, crate::connect::guard));
-    let router = Router::new().route("/healthz", get(|| async { "ok\n" })).merge(connect);
+    let router =
+        Router::new().route("/healthz", get(|| async { "ok\n" })).merge(console).merge(connect);
     match options.verifier {
         None => router.merge(mcp),
         Some(verifier) => {

@@ -13,6 +13,7 @@
 
 pub mod auth;
 pub mod connect;
+mod console;
 mod http;
 pub mod metrics;
 mod prompts;

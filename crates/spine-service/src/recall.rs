@@ -6,7 +6,7 @@ use spine_core::limits::{
     DEFAULT_K, DEFAULT_LIST_LIMIT, DEFAULT_TAGS_LIMIT, MAX_QUERY_BYTES, resolve_page,
 };
 use spine_core::{
-    Caller, Category, Error, Hint, RecordId, ScheduledState, Scope, State, Timestamp,
+    Caller, Category, Error, Hint, ListState, RecordId, ScheduledState, Scope, State, Timestamp,
 };
 use spine_store::{Access, Cursor, Filter, Gate, NearestQuery, ScopeFilter};
 
@@ -244,6 +244,29 @@ impl Service {
 
     /// list_memory: most recent first, without discoveries (SPEC Discovery records).
     pub fn list_memory(&self, caller: &Caller, a: ListMemoryArgs) -> Result<ListResult, Error> {
+        self.list_page(caller, a, ListState::Live, false)
+    }
+
+    /// The Connect API's `ListMemories` with `state` (what the console browses): list_memory's
+    /// arguments and order, the records in `state`, discoveries included, each record with its
+    /// derived states. Scheduled and expired records are listed for their owner only, as
+    /// list_scheduled lists them (SPEC Authentication 6).
+    pub fn browse_memory(
+        &self,
+        caller: &Caller,
+        a: ListMemoryArgs,
+        state: ListState,
+    ) -> Result<ListResult, Error> {
+        self.list_page(caller, a, state, true)
+    }
+
+    fn list_page(
+        &self,
+        caller: &Caller,
+        a: ListMemoryArgs,
+        state: ListState,
+        browse: bool,
+    ) -> Result<ListResult, Error> {
         let scope = scope_filter(a.scope.as_deref(), a.cross_spine)?;
         let limit = resolve_page("limit", a.limit, DEFAULT_LIST_LIMIT)?;
         let cursor = a.cursor.as_deref().filter(|c| !c.is_empty());
@@ -261,41 +284,61 @@ impl Service {
         filter.tags_all = a.tags.unwrap_or_default();
         check_filter_tags(&filter.tags_all)?;
         filter.categories_any = a.categories.unwrap_or_default();
-        filter.categories_none = vec![Category::Discovery];
+        if !browse {
+            filter.categories_none = vec![Category::Discovery];
+        }
         filter.created_after = a.created_after;
         filter.created_before = a.created_before;
 
-        let access = Access::read(caller);
         let now = self.clock.now();
+        let (access, gate) = match state {
+            ListState::Live => (Access::read(caller), Gate::ActiveAt(now)),
+            ListState::Archived => (Access::read(caller), Gate::Archived),
+            ListState::Superseded => (Access::read(caller), Gate::Superseded),
+            ListState::Scheduled => (Access::owned(caller), Gate::ScheduledAt(now)),
+            ListState::Expired => (Access::owned(caller), Gate::ExpiredAt(now)),
+            ListState::All => (Access::read(caller), Gate::Off),
+        };
         let mut rows = self
             .store
-            .list(&access, &filter, Gate::ActiveAt(now), cursor, offset, limit + 1)
+            .list(&access, &filter, gate, cursor, offset, limit + 1)
             .map_err(store_error)?;
         let mut next_cursor = split_page(&mut rows, limit);
-        let mut memories: Vec<MemoryView> =
-            rows.iter().map(|m| MemoryView::new(m.clone(), vec![], a.full)).collect();
+        let mut memories: Vec<MemoryView> = rows
+            .iter()
+            .map(|m| {
+                let states = if browse { spine_core::derive_states(m, now) } else { vec![] };
+                MemoryView::new(m.clone(), states, a.full)
+            })
+            .collect();
         let truncated_by_budget = budget::cut(&mut memories, budget);
         if truncated_by_budget.is_some() {
             // The next page starts at the first record the budget left out.
             let last = &rows[memories.len() - 1];
             next_cursor = encode_cursor(Cursor { created_at: last.created_at, id: last.id });
         }
-        // SPEC list_memory: recall_gate_hidden covers the same page window, ungated.
-        let mut hidden = GateHidden::default();
-        for m in self
-            .store
-            .list(&access, &filter, Gate::Off, cursor, offset, limit)
-            .map_err(store_error)?
-        {
-            hidden.count(&spine_core::derive_states(&m, now));
-        }
+        // SPEC list_memory: recall_gate_hidden covers the same page window, ungated (only
+        // the gate's own view hides anything).
+        let hidden = if state == ListState::Live {
+            let mut hidden = GateHidden::default();
+            for m in self
+                .store
+                .list(&access, &filter, Gate::Off, cursor, offset, limit)
+                .map_err(store_error)?
+            {
+                hidden.count(&spine_core::derive_states(&m, now));
+            }
+            Some(hidden)
+        } else {
+            None
+        };
         let coverage =
             if a.cross_spine { self.coverage(&access, &filter) } else { Coverage::default() };
         // SPEC list_memory: on a cross-spine list an explicit limit makes the total an exact
         // count across all readable scopes.
         let explicit_limit = a.limit.is_some_and(|l| l > 0);
         let total = if a.cross_spine && explicit_limit {
-            Some(self.store.count(&access, &filter, Gate::ActiveAt(now)).map_err(store_error)?)
+            Some(self.store.count(&access, &filter, gate).map_err(store_error)?)
         } else {
             None
         };
@@ -304,7 +347,7 @@ impl Service {
             next_cursor,
             total,
             coverage,
-            recall_gate_hidden: Some(hidden),
+            recall_gate_hidden: hidden,
             truncated_by_budget,
         })
     }

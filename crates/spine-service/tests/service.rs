@@ -3,7 +3,8 @@
 
 use serde_json::{Value, json};
 use spine_core::{
-    Caller, Clock, EpochSeconds, ErrorCode, Hint, IdRef, Limits, Memory, RecordId, Timestamp,
+    Caller, Clock, EpochSeconds, ErrorCode, Hint, IdRef, Limits, ListState, Memory, RecordId,
+    Timestamp,
 };
 use spine_embed::Embedder;
 use spine_service::args::*;
@@ -293,6 +294,54 @@ fn list_scheduled_by_state() {
     assert_eq!(blank.unwrap().memories.len(), 1);
     let err = e.service.list_scheduled(&anon(), args(json!({"state": "all"}))).unwrap_err();
     assert_eq!((err.field.as_deref(), err.hint), (Some("scope"), Some(Hint::Required)));
+}
+
+#[test]
+fn browse_lists_each_state_with_its_states() {
+    let e = env();
+    let share = |id: &spine_core::RecordId| {
+        e.service
+            .set_visibility(&alice(), args(json!({"id": id.to_string(), "shared": true})))
+            .unwrap();
+    };
+    let old = e.store(&alice(), "old", json!({}));
+    share(&old.id);
+    e.service
+        .supersede_memory(&alice(), args(json!({"supersedes": [old.id.to_string()], "content": "new", "scope": SCOPE, "source": "user-said", "category": "decision"})))
+        .unwrap();
+    let gone = e.store(&alice(), "gone", json!({}));
+    share(&gone.id);
+    e.service.archive_memory(&alice(), args(json!({"ids": [gone.id.to_string()]}))).unwrap();
+    let mine = e.store(&bob(), "bob's archived", json!({}));
+    e.service.archive_memory(&bob(), args(json!({"ids": [mine.id.to_string()]}))).unwrap();
+    let mut v = json!({"content": "later", "scope": SCOPE, "source": "user-said", "category": "convention"});
+    v["not_before"] = json!(EpochSeconds::from_secs(T0 + 100).to_rfc3339());
+    share(&e.service.schedule_memory(&alice(), args(v)).unwrap().id);
+    let browse = |who: &Caller, state: ListState| {
+        let r = e.service.browse_memory(who, args(json!({"scope": SCOPE})), state).unwrap();
+        let v = serde_json::to_value(r).unwrap();
+        let states: Vec<Value> =
+            v["memories"].as_array().unwrap().iter().map(|m| m["states"].clone()).collect();
+        (contents(&v), states)
+    };
+    assert_eq!(browse(&alice(), ListState::Live), (vec!["new".into()], vec![Value::Null]));
+    assert_eq!(
+        browse(&alice(), ListState::Superseded),
+        (vec!["old".into()], vec![json!(["superseded"])])
+    );
+    assert_eq!(
+        browse(&alice(), ListState::Archived),
+        (vec!["gone".into()], vec![json!(["archived"])])
+    );
+    // Bob reads Alice's shared records in any state but his own private ones only...
+    assert_eq!(browse(&bob(), ListState::Archived).0, vec!["bob's archived", "gone"]);
+    // ...and scheduled records are their owner's alone (SPEC Authentication 6).
+    assert_eq!(browse(&alice(), ListState::Scheduled).0, vec!["later"]);
+    assert!(browse(&bob(), ListState::Scheduled).0.is_empty());
+    assert!(browse(&alice(), ListState::Expired).0.is_empty());
+    e.at(T0 + 100);
+    assert_eq!(browse(&alice(), ListState::Live).0, vec!["later", "new"]);
+    assert_eq!(browse(&alice(), ListState::All).0.len(), 4);
 }
 
 #[test]

@@ -168,6 +168,10 @@ pub enum Gate {
     ExpiredAt(Timestamp),
     /// Scheduled or expired records pass.
     ScheduledOrExpiredAt(Timestamp),
+    /// Only archived records pass (whatever else they are).
+    Archived,
+    /// Only superseded records pass (whatever else they are).
+    Superseded,
 }
 
 /// Position in a most-recent-first listing: the last row of the previous page.

@@ -79,6 +79,15 @@ pub enum Command {
         /// nodes behind a load balancer can serve any request (docs/operations.md).
         #[arg(long, env = "SPINE_STATELESS")]
         stateless: bool,
+        /// OAuth client id the web console (/console) signs in with: a public client at the
+        /// --oidc-issuer with redirect URI http(s)://<this host>/console/callback; tokens
+        /// issued to it are accepted beside --oidc-audience (docs/console.md).
+        #[arg(long, env = "SPINE_CONSOLE_CLIENT_ID")]
+        console_client_id: Option<String>,
+        /// Serve a non-loopback --listen address without OIDC: anyone who can reach it
+        /// reads and writes every record. Refused without this flag; warned on every start.
+        #[arg(long, env = "SPINE_ALLOW_UNAUTHENTICATED")]
+        allow_unauthenticated: bool,
     },
     /// Re-embed records whose vector is missing or from another embedder.
     ///

@@ -136,8 +136,32 @@ fn build_service_and_store(common: &Common) -> Result<(Service, metrics::StateCo
     Ok((service, opened.counts))
 }
 
-/// The token verifier when OIDC is configured.
-async fn verifier(common: &Common) -> Result<Option<Verifier>> {
+/// Secure by default: a non-loopback address without OIDC is refused unless the operator
+/// says so (`--allow-unauthenticated`), and then warned about on every start.
+fn check_exposure(common: &Common, listen: SocketAddr, allow_unauthenticated: bool) -> Result<()> {
+    let oidc = common.oidc_issuer.as_deref().is_some_and(|s| !s.is_empty());
+    if oidc || listen.ip().is_loopback() {
+        return Ok(());
+    }
+    if !allow_unauthenticated {
+        bail!(
+            "refusing to serve {listen} without authentication: anyone who can reach it would \
+             read and write every record. Configure OIDC (--oidc-issuer, --oidc-audience), \
+             listen on loopback (127.0.0.1), or pass --allow-unauthenticated \
+             (SPINE_ALLOW_UNAUTHENTICATED=true) if a trusted network or proxy guards it"
+        );
+    }
+    tracing::warn!(
+        %listen,
+        "serving a non-loopback address WITHOUT authentication (--allow-unauthenticated): \
+         anyone who can reach it reads and writes every record"
+    );
+    Ok(())
+}
+
+/// The token verifier when OIDC is configured; tokens issued to the console's client id
+/// (`console_client_id`) are accepted beside the audience.
+async fn verifier(common: &Common, console_client_id: Option<&str>) -> Result<Option<Verifier>> {
     let Some(issuer) = common.oidc_issuer.clone().filter(|s| !s.is_empty()) else {
         return Ok(None);
     };
@@ -148,6 +172,7 @@ async fn verifier(common: &Common) -> Result<Option<Verifier>> {
     };
     let config = OidcConfig {
         owner_claim: common.owner_claim.clone(),
+        console_client_id: console_client_id.map(str::to_owned),
         ..OidcConfig::new(&issuer, audience)
     };
     let verifier = Verifier::discover(config)
@@ -191,10 +216,13 @@ async fn run() -> Result<()> {
             session_idle_timeout,
             max_sessions,
             stateless,
+            console_client_id,
+            allow_unauthenticated,
         } => {
             if session_idle_timeout.is_zero() {
                 bail!("--session-idle-timeout must be above zero (e.g. 30m)");
             }
+            check_exposure(&common, listen, allow_unauthenticated)?;
             let options = |verifier| HttpOptions {
                 allowed_hosts,
                 allowed_origins,
@@ -203,7 +231,8 @@ async fn run() -> Result<()> {
                 max_sessions,
                 stateless,
             };
-            serve(&common, listen, metrics_listen, options).await
+            let console = console_client_id.as_deref().filter(|s| !s.is_empty());
+            serve(&common, listen, metrics_listen, console, options).await
         }
         Command::Reindex { batch } => reindex(common, batch).await,
         Command::SummarizeMissing(args) => summarize_missing(&common, args).await,
@@ -249,7 +278,7 @@ async fn token_caller(
     common: &Common,
     command: &str,
 ) -> Result<Option<(Verifier, String, spine_core::Caller)>> {
-    let Some(verifier) = verifier(common).await? else { return Ok(None) };
+    let Some(verifier) = verifier(common, None).await? else { return Ok(None) };
     let token = std::env::var("SPINE_TOKEN").unwrap_or_default();
     let token = token.trim();
     if token.is_empty() {
@@ -286,9 +315,10 @@ async fn serve(
     common: &Common,
     listen: SocketAddr,
     metrics_listen: Option<SocketAddr>,
+    console_client_id: Option<&str>,
     options: impl FnOnce(Option<Verifier>) -> HttpOptions,
 ) -> Result<()> {
-    let options = options(verifier(common).await?);
+    let options = options(verifier(common, console_client_id).await?);
     let (service, store) = build_service_and_store(common)?;
     let metrics = metrics::router(store)?;
     let mut app = http_router(service, options);

@@ -674,3 +674,116 @@ async fn typescript_connect_client_over_both_codecs() {
     server.child.kill().await.unwrap();
     broken.child.kill().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_console_signs_in_as_its_own_client() {
+    let issuer = TestIssuer::start().await;
+    let iss = issuer.issuer();
+    let http = reqwest::Client::new();
+    let list = |addr: String, token: String| {
+        let http = http.clone();
+        async move {
+            http.post(format!("http://{addr}/spine.v1.MemoryService/ListScopes"))
+                .header("content-type", "application/json")
+                .header("connect-protocol-version", "1")
+                .bearer_auth(token)
+                .body("{}")
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    // An ID token the console got for its client id, not for the API's audience.
+    let console_token = issuer.mint(issuer.claims_for("alice@example.com", "spine-console"));
+
+    let mut server = oidc_server(&issuer, &["--console-client-id", "spine-console"]).await;
+    let config: Value = http
+        .get(format!("http://{}/console/config.json", server.addr))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(config["auth"]["issuer"], json!(iss));
+    assert_eq!(config["auth"]["client_id"], json!("spine-console"));
+    assert_eq!(config["auth"]["audience"], json!(AUDIENCE));
+    let policy = http
+        .get(format!("http://{}/console", server.addr))
+        .send()
+        .await
+        .unwrap()
+        .headers()
+        .get("content-security-policy")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(policy.contains(&format!("connect-src 'self' https: {iss}")), "{policy}");
+    // The page itself needs no token; the API does, and takes the console's.
+    let r = http.get(format!("http://{}/console", server.addr)).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(list(server.addr.clone(), console_token.clone()).await, 200);
+    assert_eq!(list(server.addr.clone(), token(&issuer, "alice@example.com")).await, 200);
+    let stranger = issuer.mint(issuer.claims_for("alice@example.com", "another-client"));
+    assert_eq!(list(server.addr.clone(), stranger).await, 401);
+    server.child.kill().await.unwrap();
+
+    // Without --console-client-id, tokens for that client are someone else's.
+    let mut server = oidc_server(&issuer, &[]).await;
+    let config: Value = http
+        .get(format!("http://{}/console/config.json", server.addr))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(config["auth"]["client_id"], Value::Null);
+    assert_eq!(list(server.addr.clone(), console_token).await, 401);
+    server.child.kill().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_public_address_without_oidc_is_refused_unless_allowed() {
+    let dir = TempDir::new().unwrap();
+    let port = std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
+    let public = format!("0.0.0.0:{port}");
+    // Refused: nothing binds, the operator is told why and what to do.
+    let run = spine(dir.path(), &["serve", "--listen", &public]).await;
+    assert!(!run.ok, "{}", run.stderr);
+    assert!(run.stderr.contains("without authentication"), "{}", run.stderr);
+    assert!(run.stderr.contains("--allow-unauthenticated"), "{}", run.stderr);
+    assert!(std::net::TcpListener::bind(("0.0.0.0", port)).is_ok(), "the port stayed free");
+
+    // Allowed explicitly: it serves, and says so on stderr.
+    let mut child = tokio::process::Command::new(SPINE)
+        .args(["serve", "--allow-unauthenticated", "--listen", &public, "--data-dir"])
+        .arg(dir.path())
+        .env("SPINE_LOG", "warn")
+        .env_remove("SPINE_OIDC_ISSUER")
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    let mut healthy = false;
+    for _ in 0..300 {
+        if let Ok(r) = http.get(format!("http://127.0.0.1:{port}/healthz")).send().await {
+            healthy = r.status().is_success();
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(healthy, "spine serve --allow-unauthenticated did not serve");
+    child.kill().await.unwrap();
+    let out = child.wait_with_output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("WITHOUT authentication"), "{stderr}");
+
+    // Loopback needs no flag (the local default), and OIDC needs none either.
+    let mut local = start_http().await;
+    local.child.kill().await.unwrap();
+}

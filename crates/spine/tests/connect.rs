@@ -169,3 +169,133 @@ async fn every_method_over_both_codecs_with_the_tools_rules() {
     );
     server.child.kill().await.unwrap();
 }
+
+fn contents(list: &Value) -> Vec<(String, Vec<String>)> {
+    // proto3 JSON leaves an empty list out.
+    list.get("memories")
+        .map_or(&[][..], |m| m.as_array().unwrap_or_else(|| panic!("memories in {list}")))
+        .iter()
+        .map(|m| {
+            let states = m["states"]
+                .as_array()
+                .map_or(vec![], |s| s.iter().map(|v| v.as_str().unwrap().to_owned()).collect());
+            (m["content"].as_str().unwrap_or_default().to_owned(), states)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_memories_by_state_as_the_console_browses() {
+    let mut server = start_http().await;
+    let addr = server.addr.clone();
+    let transport =
+        rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+    let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
+    let store = |content: &str| json!({"content": content, "scope": SCOPE, "source": "user-said", "category": "decision"});
+    let old = ok(call(&client, "store_memory", store("Builds use make.")).await);
+    let archived = ok(call(&client, "store_memory", store("Logs go to syslog.")).await);
+    ok(call(&client, "store_memory", store("Tests run with nextest.")).await);
+    ok(call(&client, "supersede_memory", json!({"supersedes": [old["id"]], "content": "Builds use cargo.", "scope": SCOPE, "source": "user-said", "category": "decision"})).await);
+    ok(call(&client, "archive_memory", json!({"ids": [archived["id"]]})).await);
+    ok(call(&client, "schedule_memory", json!({"content": "Freeze in 2999.", "scope": SCOPE, "source": "user-said", "category": "decision", "not_before": "2999-01-01T00:00:00Z"})).await);
+    ok(call(&client, "schedule_memory", json!({"content": "Freeze in 2001.", "scope": SCOPE, "source": "user-said", "category": "decision", "not_after": "2001-01-01T00:00:00Z"})).await);
+    ok(call(&client, "store_discovery", json!({"content": "The console lives in crates/spine-server/console.", "kind": "fact", "scope": "discovery:repo:connect", "citations": [{"kind": "file", "ref": "crates/spine-server/console/index.html"}]})).await);
+    client.cancel().await.unwrap();
+
+    let list = |state: Option<&str>, scope: &str| {
+        let mut body = json!({"scope": scope});
+        if let Some(state) = state {
+            body["state"] = json!(state);
+        }
+        let addr = addr.clone();
+        async move {
+            let (s, v) = post_json(&addr, "ListMemories", body).await;
+            assert_eq!(s, 200, "{v}");
+            v
+        }
+    };
+    let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // Unset: list_memory exactly (no states, no gate counts changed).
+    let plain = list(None, SCOPE).await;
+    assert_eq!(
+        contents(&plain),
+        [("Builds use cargo.".into(), vec![]), ("Tests run with nextest.".into(), vec![])]
+    );
+    assert_eq!(plain["recallGateHidden"]["total"], json!("4"), "{plain}");
+    assert_eq!(contents(&list(Some("live"), SCOPE).await), contents(&plain));
+    assert_eq!(
+        contents(&list(Some("archived"), SCOPE).await),
+        [("Logs go to syslog.".into(), s(&["archived"]))]
+    );
+    assert_eq!(
+        contents(&list(Some("superseded"), SCOPE).await),
+        [("Builds use make.".into(), s(&["superseded"]))]
+    );
+    assert_eq!(
+        contents(&list(Some("scheduled"), SCOPE).await),
+        [("Freeze in 2999.".into(), s(&["scheduled"]))]
+    );
+    assert_eq!(
+        contents(&list(Some("expired"), SCOPE).await),
+        [("Freeze in 2001.".into(), s(&["expired"]))]
+    );
+    let all = list(Some("all"), SCOPE).await;
+    assert_eq!(contents(&all).len(), 6, "{all}");
+    assert!(all.get("recallGateHidden").is_none(), "only the live view hides anything: {all}");
+    // Discoveries: never in list_memory, listed when browsing.
+    assert!(contents(&list(None, "discovery:repo:connect").await).is_empty());
+    assert_eq!(contents(&list(Some("live"), "discovery:repo:connect").await).len(), 1);
+    // An unknown state is the caller's error, naming the field.
+    let (code, e) =
+        post_json(&addr, "ListMemories", json!({"scope": SCOPE, "state": "deleted"})).await;
+    assert_eq!((code, &e["code"]), (400, &json!("invalid_argument")), "{e}");
+    assert!(e["message"].as_str().unwrap().contains("field: state"), "{e}");
+    server.child.kill().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_is_served_with_a_strict_policy() {
+    let mut server = start_http().await;
+    let addr = server.addr.clone();
+    let http = reqwest::Client::new();
+    for (path, kind) in [
+        ("/console", "text/html"),
+        ("/console/", "text/html"),
+        ("/console/callback?code=x&state=y", "text/html"),
+        ("/console/console.js", "text/javascript"),
+        ("/console/console.css", "text/css"),
+        ("/console/config.json", "application/json"),
+    ] {
+        let r = http.get(format!("http://{addr}{path}")).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+        let header = |name: &str| {
+            r.headers().get(name).map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default()
+        };
+        assert!(header("content-type").starts_with(kind), "{path}: {}", header("content-type"));
+        let policy = header("content-security-policy");
+        assert!(policy.contains("default-src 'self'"), "{path}: {policy}");
+        assert!(policy.contains("frame-ancestors 'none'"), "{path}: {policy}");
+        assert_eq!(header("x-content-type-options"), "nosniff", "{path}");
+    }
+    let index = http.get(format!("http://{addr}/console")).send().await.unwrap();
+    let html = index.text().await.unwrap();
+    assert!(html.contains("/console/console.js"), "the page loads its script: {html}");
+    let config: Value = http
+        .get(format!("http://{addr}/console/config.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(config, json!({"auth": null}), "no OIDC: nothing to sign in to");
+    // DNS rebinding: another Host is refused, as on /mcp.
+    let r = http
+        .get(format!("http://{addr}/console"))
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    server.child.kill().await.unwrap();
+}

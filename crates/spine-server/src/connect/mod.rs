@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
-use spine_core::{Caller, Error, ErrorCode};
+use spine_core::{Caller, Error, ErrorCode, ListState};
 use spine_service::Service;
 use spine_service::args::parse_args;
 
@@ -118,7 +118,7 @@ impl SpineConnect {
         method: &'static str,
         ctx: &RequestContext,
         arguments: Value,
-        op: fn(&Service, &Caller, A) -> Result<R, Error>,
+        op: impl FnOnce(&Service, &Caller, A) -> Result<R, Error> + Send + 'static,
         shape: fn(Value) -> Value,
     ) -> ServiceResult<P>
     where
@@ -151,7 +151,7 @@ impl SpineConnect {
         &self,
         ctx: &RequestContext,
         arguments: Value,
-        op: fn(&Service, &Caller, A) -> Result<R, Error>,
+        op: impl FnOnce(&Service, &Caller, A) -> Result<R, Error> + Send + 'static,
     ) -> Result<Value, Error>
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
@@ -224,7 +224,18 @@ impl MemoryService for SpineConnect {
             ("cross_spine", json!(r.cross_spine)),
             ("max_chars", json!(r.max_chars)),
         ]);
-        self.call("ListMemories", &ctx, a, Service::list_memory, nest_coverage).await
+        // Without `state`, list_memory exactly; with it, the records in that state
+        // (discoveries included), as the console browses them.
+        match r.state.as_deref().filter(|s| !s.is_empty()) {
+            None => self.call("ListMemories", &ctx, a, Service::list_memory, nest_coverage).await,
+            Some(state) => {
+                let state = state.to_owned();
+                let op = move |s: &Service, c: &Caller, a| {
+                    s.browse_memory(c, a, ListState::parse("state", &state)?)
+                };
+                self.call("ListMemories", &ctx, a, op, nest_coverage).await
+            }
+        }
     }
 
     async fn get_memory(

@@ -127,6 +127,8 @@ impl Where {
                       AND m.not_before IS NOT NULL AND m.not_before > {p})"
                 ));
             }
+            Gate::Archived => self.and("m.archived_at IS NOT NULL"),
+            Gate::Superseded => self.and("m.superseded_by IS NOT NULL"),
         }
     }
 

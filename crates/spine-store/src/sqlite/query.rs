@@ -129,6 +129,8 @@ impl Where {
                 ),
                 [now(t), now(t), now(t)],
             ),
+            Gate::Archived => self.and("m.archived_at IS NOT NULL", []),
+            Gate::Superseded => self.and("m.superseded_by IS NOT NULL", []),
         }
     }
 }
