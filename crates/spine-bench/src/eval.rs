@@ -148,17 +148,55 @@ fn run_mode(
     Ok(score)
 }
 
-/// Runs the evaluation with `n` documents.
-pub fn eval(n: usize) -> Result<()> {
+/// The corpora `spine-bench eval` measures on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    /// CodeSearchNet-style pairs from Rust crates (the default).
+    Code,
+    /// Debian package synopses and their long descriptions ([`crate::prose`]).
+    Prose,
+}
+
+/// Runs the evaluation with `n` documents of corpus `which`.
+pub fn eval(which: Which, n: usize) -> Result<()> {
     let total = Instant::now();
     if n == 0 {
         bail!("eval needs at least one document");
     }
     let limits = Limits::default();
-
-    // 1. The corpus.
     let t = Instant::now();
-    let Corpus { sources, sample, extracted, available } = corpus(n, &limits)?;
+    let (sample, title, about) = match which {
+        Which::Code => {
+            let Corpus { sources, sample, extracted, available } = corpus(n, &limits)?;
+            let crates: Vec<String> = sources
+                .iter()
+                .map(|s| format!("{} {} ({}/{})", s.name, s.version, s.sampled, s.kept))
+                .collect();
+            let title = format!(
+                "CodeSearchNet-style pairs from the Rust sources of {} crates pinned in Cargo.lock",
+                sources.len()
+            );
+            let about = format!(
+                "crates (sampled/kept): {}\ncorpus: {extracted} documented pub fns extracted, \
+                 {available} after de-duplication",
+                crates.join(", ")
+            );
+            (sample, title, about)
+        }
+        Which::Prose => {
+            let (sample, read, available) = crate::prose::pairs(n)?;
+            let title = "Debian package synopses and their long descriptions (Debian main, \
+                         English)"
+                .to_owned();
+            let about = format!(
+                "corpus: {read} package descriptions read, {available} of {}..={} bytes with \
+                 a synopsis and first paragraph of their own",
+                crate::prose::MIN_BYTES,
+                crate::prose::MAX_BYTES
+            );
+            (sample, title, about)
+        }
+    };
     let corpus_secs = t.elapsed().as_secs_f64();
 
     // 2. The store: one scope, vectors computed in batches.
@@ -245,11 +283,7 @@ pub fn eval(n: usize) -> Result<()> {
     let stats = embedder.stats();
 
     // 5. Report.
-    println!(
-        "Retrieval quality of search_memory (k = {K}): CodeSearchNet-style pairs from the Rust \
-         sources of {} crates pinned in Cargo.lock.\n",
-        sources.len()
-    );
+    println!("Retrieval quality of search_memory (k = {K}): {title}.\n");
     println!("| mode | recall@1 | recall@5 | recall@10 | MRR@10 | queries | ms/query |");
     println!("|---|---|---|---|---|---|---|");
     for (name, s) in &modes {
@@ -273,17 +307,12 @@ pub fn eval(n: usize) -> Result<()> {
              SPINE_RERANK_URL, as for the spine binary)"
         ),
     }
-    let crates: Vec<String> = sources
-        .iter()
-        .map(|s| format!("{} {} ({}/{})", s.name, s.version, s.sampled, s.kept))
-        .collect();
-    println!("\ncrates (sampled/kept): {}", crates.join(", "));
+    println!("\n{about}");
     let mut lengths: Vec<usize> = docs.iter().map(|(_, p)| p.code.len()).collect();
     lengths.sort_unstable();
     let words: usize = docs.iter().map(|(_, p)| p.query.split_whitespace().count()).sum();
     println!(
-        "corpus: {extracted} documented pub fns extracted, {available} after de-duplication; \
-         {n} sampled (seed {SEED}) as documents, each one's query asked: {} queries",
+        "{n} sampled (seed {SEED}) as documents, each one's query asked: {} queries",
         docs.len()
     );
     println!(

@@ -7,6 +7,7 @@
 //! cargo run --release -p spine-bench -- stages 2000 100000   # where a new query's time goes
 //! cargo run --release -p spine-bench -- ingest 500            # store_memory rate, with embedding
 //! cargo run --release -p spine-bench -- eval 2000             # retrieval quality (see eval.rs)
+//! cargo run --release -p spine-bench -- eval prose 2000       # the same on prose (see prose.rs)
 //! ```
 //!
 //! Search figures exclude the query embedding (SPEC targets do): query vectors are served
@@ -14,6 +15,7 @@
 
 mod corpus;
 mod eval;
+mod prose;
 mod scale;
 mod stages;
 
@@ -148,10 +150,15 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some("ingest") => ingest(numbers(1)?.first().copied().unwrap_or(500)),
-        Some("eval") => eval::eval(numbers(1)?.first().copied().unwrap_or(eval::DEFAULT_DOCS)),
+        Some("eval") => {
+            let prose = args.get(1).is_some_and(|a| a == "prose");
+            let which = if prose { eval::Which::Prose } else { eval::Which::Code };
+            let n = numbers(1 + usize::from(prose))?.first().copied();
+            eval::eval(which, n.unwrap_or(eval::DEFAULT_DOCS))
+        }
         _ => {
             bail!(
-                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N | spine-bench ingest N | spine-bench eval [N]"
+                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N | spine-bench ingest N | spine-bench eval [prose] [N]"
             )
         }
     }
