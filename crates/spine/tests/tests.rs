@@ -5,6 +5,7 @@
 mod auth;
 mod common;
 mod connect;
+mod crash;
 mod e2e;
 mod hook;
 mod install;

@@ -1,0 +1,252 @@
+//! Crash storm (issue 19): `spine serve` killed with SIGKILL while eight MCP sessions write as
+//! fast as it answers (store, update, supersede, archive), restarted, again and again; then
+//! every write a client saw acknowledged must be there, `spine-review verify` must find no
+//! violation, and search must find the records.
+//!
+//! `SPINE_CRASH_KILLS` sets the number of kills (3 by default, as CI runs it; the long run in
+//! docs/reliability.md uses 20). Each kill comes when the round's acknowledged writes reach a
+//! random number, so it lands at an arbitrary point of whatever the writers are doing. On
+//! PostgreSQL (`SPINE_TEST_BACKEND=postgres`) the node is killed the same way.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::common::*;
+
+const WRITERS: usize = 8;
+const SCOPE: &str = "storm:project:crash";
+
+/// What the clients were told, and what they asked for without an answer.
+#[derive(Default)]
+struct Ledger {
+    /// Record id → every content written to it, in order, and how many of them were
+    /// acknowledged (the ones after that were in flight at a kill).
+    contents: HashMap<String, (Vec<String>, usize)>,
+    /// (target, successor) pairs acknowledged by supersede_memory.
+    superseded: Vec<(String, String)>,
+    /// Records acknowledged as archived.
+    archived: Vec<String>,
+    /// Acknowledged writes of every kind.
+    acknowledged: usize,
+}
+
+/// `spine serve` on `addr` over `data`; returns once it answers /healthz.
+async fn serve(data: &Path, addr: &str) -> tokio::process::Child {
+    let mut cmd = tokio::process::Command::new(SPINE);
+    cmd.args(["serve", "--listen", addr, "--data-dir"])
+        .arg(data)
+        .env_remove("SPINE_OIDC_ISSUER")
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    backend_env(cmd.as_std_mut(), data);
+    let mut child = cmd.spawn().unwrap();
+    let http = reqwest::Client::new();
+    for _ in 0..600 {
+        if let Ok(r) = http.get(format!("http://{addr}/healthz")).send().await
+            && r.status().is_success()
+        {
+            return child;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("spine serve exited after a kill: {status}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("spine serve did not come back after a kill");
+}
+
+/// A tool call that may find the server gone: `None` when the transport fails.
+async fn try_call(client: &Client, tool: &'static str, args: Value) -> Option<Value> {
+    // A killed server's session may never answer: past this the write counts as cut off.
+    let r = tokio::time::timeout(
+        Duration::from_secs(30),
+        client.call_tool(
+            CallToolRequestParams::new(tool).with_arguments(args.as_object().cloned().unwrap()),
+        ),
+    )
+    .await
+    .ok()?
+    .ok()?;
+    assert_ne!(r.is_error, Some(true), "{tool} refused a valid write: {:?}", r.content);
+    Some(r.structured_content.unwrap_or(Value::Null))
+}
+
+/// One writer's session: writes until the server goes away.
+async fn writer(
+    addr: String,
+    w: usize,
+    round: usize,
+    ledger: Arc<Mutex<Ledger>>,
+    acks: Arc<AtomicUsize>,
+) {
+    let transport =
+        rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+    let Ok(client) = rmcp::ServiceExt::serve((), transport).await else { return };
+    let mut live: Vec<String> = Vec::new();
+    let ack = |ledger: &Mutex<Ledger>| {
+        ledger.lock().unwrap().acknowledged += 1;
+        acks.fetch_add(1, Ordering::SeqCst);
+    };
+    for i in 0.. {
+        let content =
+            format!("writer {w} round {round} write {i}: the build cache lives in target/");
+        let op = if live.len() < 2 { 0 } else { i % 4 };
+        match op {
+            0 => {
+                let args = json!({"content": content, "scope": SCOPE, "source": "agent-inferred", "category": "gotcha"});
+                let Some(r) = try_call(&client, "store_memory", args).await else { return };
+                let id = r["id"].as_str().unwrap().to_owned();
+                ledger.lock().unwrap().contents.insert(id.clone(), (vec![content], 1));
+                live.push(id);
+                ack(&ledger);
+            }
+            1 => {
+                let id = live[i % live.len()].clone();
+                ledger.lock().unwrap().contents.get_mut(&id).unwrap().0.push(content.clone());
+                let args = json!({"id": id, "content": content});
+                if try_call(&client, "update_memory", args).await.is_none() {
+                    return;
+                }
+                let mut l = ledger.lock().unwrap();
+                let entry = l.contents.get_mut(&id).unwrap();
+                entry.1 = entry.0.len();
+                drop(l);
+                ack(&ledger);
+            }
+            2 => {
+                let target = live.remove(i % live.len());
+                let args = json!({"supersedes": [target], "content": content, "scope": SCOPE, "source": "agent-inferred", "category": "gotcha"});
+                let Some(r) = try_call(&client, "supersede_memory", args).await else { return };
+                let id = r["id"].as_str().unwrap().to_owned();
+                let mut l = ledger.lock().unwrap();
+                l.contents.insert(id.clone(), (vec![content], 1));
+                l.superseded.push((target, id.clone()));
+                drop(l);
+                live.push(id);
+                ack(&ledger);
+            }
+            _ => {
+                let target = live.remove(i % live.len());
+                let args = json!({"ids": [target]});
+                let Some(r) = try_call(&client, "archive_memory", args).await else { return };
+                assert_eq!(r["results"][0]["outcome"], "archived", "{r}");
+                ledger.lock().unwrap().archived.push(target);
+                ack(&ledger);
+            }
+        }
+    }
+}
+
+/// A number in `lo..hi` that differs from run to run (the kill moment).
+fn random_in(lo: usize, hi: usize) -> usize {
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos()
+            as usize;
+    lo + nanos % (hi - lo)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn acknowledged_writes_survive_sigkill_storms() {
+    let kills: usize =
+        std::env::var("SPINE_CRASH_KILLS").ok().and_then(|k| k.parse().ok()).unwrap_or(3);
+    let dir = TempDir::new().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+
+    for round in 0..kills {
+        let mut child = serve(dir.path(), &addr).await;
+        let acks = Arc::new(AtomicUsize::new(0));
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| tokio::spawn(writer(addr.clone(), w, round, ledger.clone(), acks.clone())))
+            .collect();
+        // Kill when this round's acknowledged writes reach a random count.
+        let at = random_in(WRITERS * 2, WRITERS * 8);
+        while acks.load(Ordering::SeqCst) < at {
+            assert!(
+                !writers.iter().all(|w| w.is_finished()),
+                "every writer stopped before the kill"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        eprintln!("round {round}: kill after {} acknowledged writes", acks.load(Ordering::SeqCst));
+        child.start_kill().unwrap(); // SIGKILL
+        child.wait().await.unwrap();
+        // A call the kill cut off is never acknowledged: stop waiting for it (a writer's
+        // failed assertion still fails the test).
+        for w in writers {
+            w.abort();
+            if let Err(e) = w.await
+                && e.is_panic()
+            {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+    }
+
+    // Restart once more and check every acknowledged write.
+    let mut child = serve(dir.path(), &addr).await;
+    let transport =
+        rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+    let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
+    let ledger = Arc::try_unwrap(ledger).ok().unwrap().into_inner().unwrap();
+    let mut lost = Vec::new();
+    let mut records = HashMap::new();
+    for (id, (written, acked)) in &ledger.contents {
+        let r = call(&client, "get_memory", json!({"id": id})).await;
+        if r.is_error == Some(true) {
+            lost.push(format!("{id}: missing"));
+            continue;
+        }
+        let m = body(&r);
+        // The last acknowledged content, or one written after it whose answer the kill cut.
+        let content = m["content"].as_str().unwrap().to_owned();
+        if !written[acked - 1..].contains(&content) {
+            lost.push(format!("{id}: content {content:?}, acknowledged {:?}", written[acked - 1]));
+        }
+        records.insert(id.clone(), m);
+    }
+    for (target, successor) in &ledger.superseded {
+        if records.get(target).is_some_and(|m| m["superseded_by"] != json!(successor)) {
+            lost.push(format!("{target}: not superseded by {successor}"));
+        }
+    }
+    for id in &ledger.archived {
+        let states = records.get(id).map(|m| m["states"].clone()).unwrap_or_default();
+        if !states.as_array().is_some_and(|s| s.contains(&json!("archived"))) {
+            lost.push(format!("{id}: not archived ({states})"));
+        }
+    }
+    eprintln!(
+        "crash storm: {} acknowledged writes, {kills} kills, {} lost",
+        ledger.acknowledged,
+        lost.len()
+    );
+    assert!(lost.is_empty(), "acknowledged writes lost: {lost:#?}");
+    assert!(ledger.acknowledged >= kills * WRITERS * 2, "the writers wrote too little");
+
+    // Search finds what was stored: a live record's own words bring it back first.
+    let (id, m) = records
+        .iter()
+        .find(|(_, m)| m["states"].as_array().is_none_or(|s| s.is_empty()))
+        .expect("a live record");
+    let hits =
+        ok(call(&client, "search_memory", json!({"query": m["content"], "scope": SCOPE, "k": 3}))
+            .await);
+    assert!(hits["memories"].as_array().unwrap().iter().any(|h| h["id"] == json!(id)), "{hits}");
+    client.cancel().await.unwrap();
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+
+    // The store's own consistency checks.
+    let run = spine(dir.path(), &["spine-review", "verify", "--all-scopes", "--json"]).await;
+    assert!(run.ok, "spine-review verify found violations:\n{}\n{}", run.stdout, run.stderr);
+}
