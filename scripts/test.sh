@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test: fetches the model weights if missing, installs the client SDKs the
 # conformance tests drive (the Python MCP SDK into target/pyenv; the TypeScript MCP SDK, the
-# MCP Inspector and the Connect client with buf and protoc-gen-es from
-# tests/typescript/package-lock.json), generates the Connect client's code from proto/, then
-# starts a throw-away PostgreSQL + pgvector (scripts/postgres.sh), then runs the Rust tests
-# (unit, service, end-to-end over stdio and HTTP, the Connect client, two nodes on one
-# PostgreSQL), and both MCP SDK tests against the real binary; then the service tests and
-# the end-to-end and both SDK tests once more on PostgreSQL.
+# MCP Inspector, the Connect client with buf and protoc-gen-es, and playwright-core from
+# tests/typescript/package-lock.json) and Debian's chromium, generates the Connect client's
+# code from proto/, then starts a throw-away PostgreSQL + pgvector (scripts/postgres.sh), then
+# runs the Rust tests (unit, service, end-to-end over stdio and HTTP, the Connect client, the
+# web console in Chromium, two nodes on one PostgreSQL), and both MCP SDK tests against the
+# real binary; then the service tests and the end-to-end and both SDK tests once more on
+# PostgreSQL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-model.sh
@@ -19,6 +20,13 @@ if ! cmp -s tests/typescript/package-lock.json tests/typescript/node_modules/.in
     && cp package-lock.json node_modules/.installed-lock.json)
 fi
 (cd tests/typescript && rm -rf gen && PATH="$PWD/node_modules/.bin:$PATH" buf generate ../../proto)
+# The console's browser tests drive Debian's Chromium with playwright-core (its own browser
+# download cannot work here).
+if [ ! -x "${SPINE_CHROMIUM:-/usr/bin/chromium}" ]; then
+  sudo=(); [ "$(id -u)" = 0 ] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 # The PostgreSQL backend's tests need a server: a throw-away one (scripts/postgres.sh) unless
 # SPINE_TEST_DATABASE_URL names one. SPINE_SKIP_POSTGRES=1 skips them (never in CI).
 if [ -z "${SPINE_TEST_DATABASE_URL:-}" ] && [ -z "${SPINE_SKIP_POSTGRES:-}" ]; then

@@ -4,7 +4,9 @@
 //!
 //! [`TestIssuer`] serves a discovery document and a JWKS from `127.0.0.1`, with one RSA-2048
 //! (RS256), one P-256 (ES256) and one Ed25519 (EdDSA) key generated per run, and mints tokens
-//! with them — including the forged and broken tokens a verifier must refuse.
+//! with them — including the forged and broken tokens a verifier must refuse. It also signs
+//! browsers in: the authorization-code flow with PKCE (`/authorize` asks for an email, no
+//! password; `/token` checks the verifier), with CORS open for single-page clients.
 //!
 //! Key design decision: the issuer is a real HTTP server rather than a stub behind a trait, so
 //! tests exercise the verifier's discovery, key fetching and refresh exactly as production
@@ -16,15 +18,18 @@ pub mod postgres;
 pub mod provider;
 pub mod records;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::Json;
-use axum::Router;
-use axum::extract::State;
-use axum::routing::get;
+use axum::extract::{Form, Query, State};
+use axum::http::header::LOCATION;
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ed25519_dalek::pkcs8::EncodePrivateKey as _;
@@ -34,6 +39,7 @@ use rsa::pkcs1::EncodeRsaPrivateKey as _;
 use rsa::pkcs8::{EncodePublicKey as _, LineEnding};
 use rsa::traits::PublicKeyParts as _;
 use serde_json::{Value, json};
+use sha2::{Digest as _, Sha256};
 use tokio::task::JoinHandle;
 
 /// A signing algorithm the test issuer has a key for.
@@ -93,6 +99,21 @@ struct Shared {
     issuer: String,
     keys: Mutex<Keys>,
     jwks_fetches: AtomicUsize,
+    /// Authorization codes issued by the sign-in page and not yet redeemed.
+    codes: Mutex<HashMap<String, Grant>>,
+    /// Codes redeemed at the token endpoint.
+    tokens_issued: AtomicUsize,
+}
+
+/// What a sign-in at `/authorize` granted, kept until its code is redeemed at `/token`.
+struct Grant {
+    client_id: String,
+    redirect_uri: String,
+    /// The PKCE S256 challenge the client sent.
+    challenge: String,
+    nonce: Option<String>,
+    audience: Option<String>,
+    email: String,
 }
 
 /// An OIDC identity provider on `127.0.0.1`, serving `/.well-known/openid-configuration` and
@@ -126,10 +147,16 @@ impl TestIssuer {
             issuer: format!("http://127.0.0.1:{port}"),
             keys: Mutex::new(keys),
             jwks_fetches: AtomicUsize::new(0),
+            codes: Mutex::new(HashMap::new()),
+            tokens_issued: AtomicUsize::new(0),
         });
         let app = Router::new()
             .route("/.well-known/openid-configuration", get(discovery_document))
             .route("/jwks", get(jwks))
+            .route("/authorize", get(authorize_page).post(authorize))
+            .route("/token", post(token_endpoint))
+            // Browsers fetch discovery and the token endpoint from the console's origin.
+            .layer(axum::middleware::map_response(allow_any_origin))
             .with_state(Arc::clone(&shared));
         let server = tokio::spawn(async move {
             // The server runs until the fixture is dropped; an I/O error ends the test's issuer.
@@ -141,6 +168,11 @@ impl TestIssuer {
     /// The issuer URL, `http://127.0.0.1:PORT` (no trailing slash), as tokens' `iss` state it.
     pub fn issuer(&self) -> String {
         self.shared.issuer.clone()
+    }
+
+    /// How many authorization codes `/token` has exchanged for tokens.
+    pub fn tokens_issued(&self) -> usize {
+        self.shared.tokens_issued.load(Ordering::SeqCst)
     }
 
     /// How many times `/jwks` has been requested.
@@ -252,6 +284,10 @@ async fn discovery_document(State(shared): State<Arc<Shared>>) -> Json<Value> {
     Json(json!({
         "issuer": shared.issuer,
         "jwks_uri": format!("{}/jwks", shared.issuer),
+        "authorization_endpoint": format!("{}/authorize", shared.issuer),
+        "token_endpoint": format!("{}/token", shared.issuer),
+        "code_challenge_methods_supported": ["S256"],
+        "grant_types_supported": ["authorization_code"],
         "response_types_supported": ["code"],
         "subject_types_supported": ["public"],
         "id_token_signing_alg_values_supported": ["RS256", "ES256", "EdDSA"],
@@ -262,6 +298,136 @@ async fn jwks(State(shared): State<Arc<Shared>>) -> Json<Value> {
     shared.jwks_fetches.fetch_add(1, Ordering::SeqCst);
     let keys = shared.keys.lock().unwrap_or_else(PoisonError::into_inner);
     Json(json!({ "keys": keys.published.iter().map(|key| key.jwk.clone()).collect::<Vec<_>>() }))
+}
+
+async fn allow_any_origin(mut response: Response) -> Response {
+    response.headers_mut().insert("access-control-allow-origin", HeaderValue::from_static("*"));
+    response
+}
+
+/// The sign-in page of the authorization-code flow: a form asking for the email to sign in
+/// as (no password: this is a test fixture), carrying the request's parameters. Refuses a
+/// request without a PKCE S256 challenge, as public clients must send one.
+async fn authorize_page(Query(q): Query<HashMap<String, String>>) -> Response {
+    let param = |k: &str| q.get(k).map(String::as_str).unwrap_or_default();
+    if param("response_type") != "code"
+        || param("code_challenge_method") != "S256"
+        || param("code_challenge").is_empty()
+        || param("client_id").is_empty()
+        || param("redirect_uri").is_empty()
+    {
+        return (StatusCode::BAD_REQUEST, "invalid_request: code flow with PKCE S256 only")
+            .into_response();
+    }
+    let mut hidden = String::new();
+    for k in ["client_id", "redirect_uri", "state", "nonce", "code_challenge", "audience"] {
+        if let Some(v) = q.get(k) {
+            hidden.push_str(&format!(
+                "<input type=\"hidden\" name=\"{k}\" value=\"{}\">",
+                escape_html(v)
+            ));
+        }
+    }
+    Html(format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Test issuer \
+         sign-in</title></head><body><h1>Test issuer</h1><form method=\"post\" \
+         action=\"/authorize\">{hidden}<label>Email <input name=\"email\" type=\"email\" \
+         required autofocus></label> <button type=\"submit\">Sign in</button></form></body></html>"
+    ))
+    .into_response()
+}
+
+/// The sign-in form's answer: an authorization code bound to the client, the redirect URI
+/// and the PKCE challenge, sent back to the client's redirect URI with its `state`.
+async fn authorize(
+    State(shared): State<Arc<Shared>>,
+    Form(f): Form<HashMap<String, String>>,
+) -> Response {
+    let take = |k: &str| f.get(k).cloned().unwrap_or_default();
+    let (email, redirect_uri) = (take("email"), take("redirect_uri"));
+    if email.is_empty() || redirect_uri.is_empty() {
+        return (StatusCode::BAD_REQUEST, "invalid_request").into_response();
+    }
+    let code = URL_SAFE_NO_PAD.encode(rand::random::<[u8; 24]>());
+    let grant = Grant {
+        client_id: take("client_id"),
+        redirect_uri: redirect_uri.clone(),
+        challenge: take("code_challenge"),
+        nonce: f.get("nonce").cloned(),
+        audience: f.get("audience").cloned().filter(|a| !a.is_empty()),
+        email,
+    };
+    shared.codes.lock().unwrap_or_else(PoisonError::into_inner).insert(code.clone(), grant);
+    let sep = if redirect_uri.contains('?') { '&' } else { '?' };
+    let location =
+        format!("{redirect_uri}{sep}code={code}&state={}", percent_encode(&take("state")));
+    (StatusCode::SEE_OTHER, [(LOCATION, location)]).into_response()
+}
+
+/// The token endpoint: redeems a code once, checking the client, the redirect URI and the
+/// PKCE verifier; answers an RS256 access token for the requested audience (the client id
+/// when none) and an ID token for the client carrying the nonce.
+async fn token_endpoint(
+    State(shared): State<Arc<Shared>>,
+    Form(f): Form<HashMap<String, String>>,
+) -> Response {
+    let field = |k: &str| f.get(k).map(String::as_str).unwrap_or_default();
+    let refuse = |error: &str, description: &str| {
+        (StatusCode::BAD_REQUEST, Json(json!({"error": error, "error_description": description})))
+            .into_response()
+    };
+    if field("grant_type") != "authorization_code" {
+        return refuse("unsupported_grant_type", "authorization_code only");
+    }
+    let grant = shared.codes.lock().unwrap_or_else(PoisonError::into_inner).remove(field("code"));
+    let Some(grant) = grant else {
+        return refuse("invalid_grant", "unknown or already used code");
+    };
+    if grant.client_id != field("client_id") || grant.redirect_uri != field("redirect_uri") {
+        return refuse("invalid_grant", "client or redirect_uri differs from the authorization");
+    }
+    let computed = URL_SAFE_NO_PAD.encode(Sha256::digest(field("code_verifier").as_bytes()));
+    if computed != grant.challenge {
+        return refuse("invalid_grant", "PKCE verification failed");
+    }
+    let key = {
+        let keys = shared.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        keys.default_for(Alg::RS256).clone()
+    };
+    let now = now();
+    let claims = |aud: &str| {
+        json!({"iss": shared.issuer, "aud": aud, "sub": format!("sub-{}", grant.email),
+               "email": grant.email, "iat": now, "exp": now + 3600})
+    };
+    let access = claims(grant.audience.as_deref().unwrap_or(&grant.client_id));
+    let mut id = claims(&grant.client_id);
+    if let Some(nonce) = &grant.nonce {
+        id["nonce"] = json!(nonce);
+    }
+    let header = header(Alg::RS256, Some(&key.kid));
+    shared.tokens_issued.fetch_add(1, Ordering::SeqCst);
+    Json(json!({
+        "access_token": sign(&header, &access, &key.encoding),
+        "id_token": sign(&header, &id, &key.encoding),
+        "token_type": "Bearer",
+        "expires_in": 3600,
+    }))
+    .into_response()
+}
+
+fn escape_html(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 fn header(alg: Alg, kid: Option<&str>) -> Header {

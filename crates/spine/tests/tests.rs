@@ -3,6 +3,7 @@
 //! One test binary for the crate (linking one binary per file cost minutes of CI).
 
 mod auth;
+mod browser;
 mod common;
 mod connect;
 mod crash;
