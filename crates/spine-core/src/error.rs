@@ -81,6 +81,8 @@ pub enum Hint {
     AlreadySuperseded,
     /// An idempotency key reused with different content or targets.
     IdempotencyMismatch,
+    /// A string holds a NUL character (U+0000), which no text field may carry.
+    NulCharacter,
 }
 
 impl Hint {
@@ -108,6 +110,7 @@ impl Hint {
             Hint::WrongState => "wrong_state",
             Hint::AlreadySuperseded => "already_superseded",
             Hint::IdempotencyMismatch => "idempotency_mismatch",
+            Hint::NulCharacter => "nul_character",
         }
     }
 }

@@ -124,10 +124,14 @@ pub fn http_router(service: Service, options: HttpOptions) -> Router {
     let mcp = Router::new()
         .nest_service("/mcp", mcp)
         .layer(from_fn_with_state(cap, cap_sessions))
-        .layer(axum::middleware::from_fn(ended_session_no_content));
-    let connect = Router::new().fallback_service(
-        crate::connect::router(connect_service, authenticated).into_axum_service(),
-    );
+        .layer(axum::middleware::from_fn(ended_session_no_content))
+        .layer(axum::middleware::from_fn(malformed_is_bad_request))
+        .layer(from_fn_with_state(Lane::Mcp, oversized_body));
+    let connect = Router::new()
+        .fallback_service(
+            crate::connect::router(connect_service, authenticated).into_axum_service(),
+        )
+        .layer(from_fn_with_state(Lane::Connect, oversized_body));
     let connect = match &options.verifier {
         None => connect,
         Some(v) => {
@@ -194,7 +198,7 @@ pub(crate) async fn refuse(body: Body, mut response: Response) -> Response {
     response
 }
 
-/// Which API a bearer-token check guards: they shape a refusal differently.
+/// Which API a request is for (a bearer-token check, a body limit): they shape a refusal differently.
 #[derive(Clone, Copy)]
 enum Lane {
     /// `/mcp`: Spine's error envelope under `error`.
@@ -284,6 +288,90 @@ async fn ended_session_no_content(req: Request, next: Next) -> Response {
         response.headers_mut().remove(axum::http::header::CONTENT_LENGTH);
     }
     response
+}
+
+/// The largest request body either API reads: rmcp's and connect-rust's default, far above
+/// every argument limit of the tools.
+pub const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// How much of a body declared too large is read and thrown away so its client hears the
+/// refusal; a larger one gets the refusal with `connection: close`.
+const DISCARD_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Refuses a body whose `Content-Length` is over [`MAX_BODY_BYTES`] before anything buffers
+/// it: `413` on `/mcp`, Connect `resource_exhausted` (HTTP `429`, as the Connect protocol maps
+/// it) on the Connect API. The body is read and discarded chunk by chunk first (memory stays
+/// flat): a server that answers without reading leaves the client writing into a closed
+/// socket, and the client reports a broken pipe instead of the refusal.
+async fn oversized_body(State(lane): State<Lane>, req: Request, next: Next) -> Response {
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let Some(declared) = declared.filter(|&n| n > MAX_BODY_BYTES as u64) else {
+        return next.run(req).await;
+    };
+    let message = format!("request body of {declared} bytes exceeds {MAX_BODY_BYTES} bytes");
+    let mut response = match lane {
+        Lane::Mcp => (StatusCode::PAYLOAD_TOO_LARGE, format!("{message}\n")).into_response(),
+        Lane::Connect => (
+            StatusCode::TOO_MANY_REQUESTS,
+            axum::Json(json!({"code": "resource_exhausted", "message": message})),
+        )
+            .into_response(),
+    };
+    if declared > DISCARD_BYTES || !discard(req.into_body(), DISCARD_BYTES).await {
+        response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// Reads `body` to its end without keeping it; false if it is longer than `max` or fails.
+async fn discard(body: Body, max: u64) -> bool {
+    use axum::body::HttpBody as _;
+    let mut body = std::pin::pin!(body);
+    let mut read = 0u64;
+    while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        let Ok(frame) = frame else { return false };
+        if let Some(data) = frame.data_ref() {
+            read += data.len() as u64;
+            if read > max {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// rmcp answers every JSON body it cannot decode with `415` and a plain-text reason. When the
+/// request did say `application/json`, the body is at fault, not its type: the MCP transport
+/// asks for `400` with a JSON-RPC error that has no id — a parse error (-32700) for text that
+/// is not JSON (truncated, invalid UTF-8, lone surrogates, nesting deeper than 128 levels), an
+/// invalid request (-32600) for JSON that is not a JSON-RPC message (a batch, a bare value).
+async fn malformed_is_bad_request(req: Request, next: Next) -> Response {
+    let json = req.method() == Method::POST
+        && req
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().to_ascii_lowercase().starts_with("application/json"));
+    let response = next.run(req).await;
+    if !json || response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return response;
+    }
+    let reason = axum::body::to_bytes(response.into_body(), 4096).await.unwrap_or_default();
+    let reason = String::from_utf8_lossy(&reason);
+    let reason = reason.trim().trim_start_matches("fail to deserialize request body").trim();
+    let (code, message) = if reason.contains("unrecognized JSON-RPC message") {
+        (-32600, format!("Invalid request: {reason}"))
+    } else {
+        (-32700, format!("Parse error: {reason}"))
+    };
+    (
+        StatusCode::BAD_REQUEST,
+        axum::Json(json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}})),
+    )
+        .into_response()
 }
 
 /// Answers an `initialize` (a POST without `Mcp-Session-Id` whose method is `initialize`)

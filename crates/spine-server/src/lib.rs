@@ -18,6 +18,7 @@ mod http;
 pub mod metrics;
 mod prompts;
 pub mod schema;
+pub mod stdio;
 mod tools;
 
 pub use http::{

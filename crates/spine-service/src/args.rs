@@ -37,6 +37,22 @@ fn properties<T: JsonSchema>() -> Option<std::sync::Arc<std::collections::BTreeS
     props
 }
 
+/// The path of the first string under `value` (keys included) holding U+0000. PostgreSQL
+/// text cannot store it, and no memory needs it: refused on every backend alike.
+fn nul_in(value: &Value, path: &str) -> Option<String> {
+    match value {
+        Value::String(s) => s.contains('\0').then(|| path.to_owned()),
+        Value::Array(items) => {
+            items.iter().enumerate().find_map(|(i, v)| nul_in(v, &format!("{path}[{i}]")))
+        }
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            let here = format!("{path}.{k}");
+            if k.contains('\0') { Some(here) } else { nul_in(v, &here) }
+        }),
+        _ => None,
+    }
+}
+
 /// Parses tool arguments: unknown keys are rejected (hint `unknown_field`: a typo such as
 /// `categoies` would otherwise silently widen a search), missing required keys get
 /// `required`, wrong types `invalid_type`, bad enum values `invalid_value`.
@@ -57,6 +73,13 @@ pub fn parse_args<T: DeserializeOwned + JsonSchema>(args: Map<String, Value>) ->
                 ),
             ));
         }
+    }
+    if let Some(field) = args.iter().find_map(|(k, v)| nul_in(v, k)) {
+        return Err(Error::invalid(
+            field.clone(),
+            Hint::NulCharacter,
+            format!("{field} contains a NUL character (U+0000); remove it"),
+        ));
     }
     let value = Value::Object(args);
     edge::clear();

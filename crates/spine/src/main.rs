@@ -303,7 +303,7 @@ async fn mcp(common: &Common) -> Result<()> {
     };
     let service = build_service(common)?;
     let running = SpineMcp::with_identity(service, identity)
-        .serve(rmcp::transport::stdio())
+        .serve(spine_server::stdio::stdio())
         .await
         .context("starting the MCP session on stdio")?;
     running.waiting().await.context("serving MCP on stdio")?;

@@ -9,6 +9,7 @@ mod connect;
 mod crash;
 mod e2e;
 mod hook;
+mod hostile;
 mod install;
 mod notes;
 mod postgres;
