@@ -10,6 +10,8 @@
 #![deny(missing_docs)]
 
 mod error;
+#[cfg(test)]
+mod fuzz;
 mod ids;
 pub mod lexical;
 pub mod limits;

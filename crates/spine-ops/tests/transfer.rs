@@ -135,6 +135,24 @@ fn a_malformed_line_stops_the_import_with_nothing_of_its_batch_written() {
 }
 
 #[test]
+fn a_line_beyond_64_mib_is_refused_without_reading_it_whole() {
+    let (dir, s) = store();
+    put(&s, &record("one", 1), &[1.0]);
+    let good = dir.path().join("good.jsonl");
+    export_to(&s, &good);
+    let text = std::fs::read_to_string(&good).unwrap();
+    let header = text.lines().next().unwrap();
+    let huge = dir.path().join("huge.jsonl");
+    let mut bytes = format!("{header}\n").into_bytes();
+    bytes.resize(bytes.len() + (64 << 20) + 10, b' ');
+    std::fs::write(&huge, bytes).unwrap();
+    let (d2, _fresh) = store();
+    let mut build = no_embedder;
+    let e = import(&huge, 2, opener(d2.path()), &mut build, &mut Silent).unwrap_err().to_string();
+    assert!(e.contains("line 2: longer than 67108864 bytes"), "{e}");
+}
+
+#[test]
 fn a_record_without_a_vector_needs_the_embedder_and_its_failure_says_how_to_resume() {
     let (dir, s) = store();
     put(&s, &record("needs a vector on import", 1), &[1.0]);

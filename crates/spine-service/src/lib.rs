@@ -14,6 +14,8 @@
 pub mod args;
 pub mod budget;
 pub mod digest;
+#[cfg(test)]
+mod fuzz;
 mod knowledge;
 mod lifecycle;
 mod memory;

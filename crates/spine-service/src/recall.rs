@@ -88,11 +88,11 @@ fn split_page(rows: &mut Vec<spine_core::Memory>, limit: usize) -> String {
     }
 }
 
-fn encode_cursor(c: Cursor) -> String {
+pub(crate) fn encode_cursor(c: Cursor) -> String {
     URL_SAFE_NO_PAD.encode(format!("v1:{}:{}", c.created_at.as_micros(), c.id))
 }
 
-fn decode_cursor(s: &str) -> Result<Cursor, Error> {
+pub(crate) fn decode_cursor(s: &str) -> Result<Cursor, Error> {
     let bad = || {
         Error::invalid(
             "cursor",

@@ -177,7 +177,59 @@ pub(super) fn write_json_line(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use spine_core::SCHEMA_VERSION;
+
+    fn fuzz_config() -> ProptestConfig {
+        let cases = std::env::var("SPINE_FUZZ_CASES").ok().and_then(|c| c.parse().ok());
+        ProptestConfig {
+            cases: cases.unwrap_or(2_000),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    /// A valid record line with a vector, to mutate.
+    fn valid_line() -> String {
+        let vector = StoredVector { model: "m:1".into(), dims: 2, data: vec![0; 8] };
+        let mut out = Vec::new();
+        write_record(&mut out, &stored(BODY, Some(vector))).unwrap();
+        String::from_utf8(out).unwrap().trim_end().to_owned()
+    }
+
+    proptest! {
+        #![proptest_config(fuzz_config())]
+
+        /// Fuzzing the JSONL import reader's line parser: arbitrary text, and a valid line with
+        /// a span cut out, replaced or duplicated. No panic; an error says what is wrong in a
+        /// bounded message.
+        #[test]
+        fn fuzz_parse_line(
+            noise in prop_oneof![any::<String>(), "[{}\\[\\]\":,a-z0-9 ]{0,80}"],
+            at in any::<prop::sample::Index>(),
+            len in 0usize..40,
+            how in 0u8..4,
+        ) {
+            let valid = valid_line();
+            let line = match how {
+                0 => noise.clone(),
+                _ => {
+                    let mut bytes = valid.clone().into_bytes();
+                    let start = at.index(bytes.len());
+                    let end = (start + len).min(bytes.len());
+                    match how {
+                        1 => { bytes.drain(start..end); }
+                        2 => { bytes.splice(start..end, noise.bytes()); }
+                        _ => { let span = bytes[start..end].to_vec(); bytes.splice(start..start, span); }
+                    }
+                    String::from_utf8_lossy(&bytes).into_owned()
+                }
+            };
+            if let Err(e) = parse_line(&line) {
+                prop_assert!(!e.is_empty() && e.len() < 1_000, "{}", e);
+            }
+        }
+    }
 
     fn stored(body: &str, vector: Option<StoredVector>) -> StoredRecord {
         StoredRecord { rowid: 1, id: "x".into(), body: body.into(), vector }

@@ -23,6 +23,10 @@ use super::count;
 use super::format::{End, FORMAT, FORMAT_VERSION, Line, parse_line};
 use crate::{Error, Progress, Result};
 
+/// The longest line read: far above any record an export holds (content, 50 citations with
+/// 16 KiB excerpts, a vector), far below what would strain memory.
+const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// Texts per embedding call.
 const EMBED_CHUNK: usize = 32;
 
@@ -188,14 +192,21 @@ fn import_into(
 
     loop {
         text.clear();
-        let read = reader.read_line(&mut text).map_err(reading(format!(
-            "{shown} line {}: cannot be read (is it a text file?)",
-            line_no + 1
-        )))?;
+        // At most one line over the limit is ever held: a file that is not an export (or is
+        // corrupt) cannot make the import allocate without bound.
+        let read = (&mut reader).take(MAX_LINE_BYTES + 1).read_line(&mut text).map_err(reading(
+            format!("{shown} line {}: cannot be read (is it a text file?)", line_no + 1),
+        ))?;
         if read == 0 {
             break;
         }
         line_no += 1;
+        if read as u64 > MAX_LINE_BYTES {
+            return Err(Error::Invalid(format!(
+                "{shown} line {line_no}: longer than {MAX_LINE_BYTES} bytes, so not a line of a \
+                 spine export; nothing from this line on was imported"
+            )));
+        }
         let line = text.trim_end_matches(['\n', '\r']);
         if line.trim().is_empty() {
             continue;
