@@ -17,6 +17,7 @@ mod corpus;
 mod eval;
 mod prose;
 mod scale;
+mod secrets;
 mod stages;
 
 use std::collections::HashMap;
@@ -149,6 +150,7 @@ fn main() -> Result<()> {
             }
             Ok(())
         }
+        Some("secrets") => secrets::run(),
         Some("ingest") => ingest(numbers(1)?.first().copied().unwrap_or(500)),
         Some("eval") => {
             let prose = args.get(1).is_some_and(|a| a == "prose");
@@ -158,7 +160,7 @@ fn main() -> Result<()> {
         }
         _ => {
             bail!(
-                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N | spine-bench ingest N | spine-bench eval [prose] [N]"
+                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N | spine-bench ingest N | spine-bench eval [prose] [N] | spine-bench secrets"
             )
         }
     }

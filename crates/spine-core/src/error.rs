@@ -83,6 +83,8 @@ pub enum Hint {
     IdempotencyMismatch,
     /// A string holds a NUL character (U+0000), which no text field may carry.
     NulCharacter,
+    /// Written text holds what looks like a credential (`--secrets reject`).
+    SecretDetected,
 }
 
 impl Hint {
@@ -111,6 +113,7 @@ impl Hint {
             Hint::AlreadySuperseded => "already_superseded",
             Hint::IdempotencyMismatch => "idempotency_mismatch",
             Hint::NulCharacter => "nul_character",
+            Hint::SecretDetected => "secret_detected",
         }
     }
 }

@@ -17,6 +17,7 @@ pub mod lexical;
 pub mod limits;
 mod record;
 mod scope;
+pub mod secrets;
 mod state;
 mod time;
 mod vector;

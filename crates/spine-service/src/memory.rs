@@ -66,7 +66,9 @@ impl Service {
 
     /// Validates store_memory arguments into a new record (not yet embedded or written).
     pub(crate) fn new_memory(&self, caller: &Caller, a: StoreMemoryArgs) -> Result<Memory, Error> {
+        let mut a = a;
         self.limits().check_content(&a.content)?;
+        self.screen_record(&mut a.content, a.summary.as_mut(), a.citations.as_mut())?;
         let scope = a.scope.require_memory("scope")?;
         let (source, category) = (a.source, a.category);
         if !category.is_client_writable() {
@@ -175,6 +177,7 @@ impl Service {
 
     /// update_memory: owner-only replacement of content, tags, summary and sharing.
     pub fn update_memory(&self, caller: &Caller, a: UpdateMemoryArgs) -> Result<Status, Error> {
+        let mut a = a;
         let owned = Access::owned(caller);
         let mut m = self.find(&owned, &a.id)?;
         let is_rule = m.category == Category::Rule;
@@ -182,6 +185,10 @@ impl Service {
         let content_changed = a.content != m.content;
         if content_changed {
             check_content_bytes(&a.content, content_limit(self, m.category))?;
+            self.screen("content", &mut a.content)?;
+        }
+        if let Some(summary) = a.summary.as_mut() {
+            self.screen("summary", summary)?;
         }
         if a.shared.is_some() && is_rule {
             return Err(Error::failed_precondition(

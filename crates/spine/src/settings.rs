@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use spine_core::Limits;
+use spine_core::secrets::SecretsPolicy;
 use spine_service::rerank::RerankConfig;
 
 /// A whole number above zero.
@@ -37,6 +38,16 @@ pub struct LimitArgs {
     /// (near-duplicates; the write still happens); `off` turns the check off.
     #[arg(long, global = true, env = "SPINE_SIMILAR_THRESHOLD", default_value = "0.92", value_parser = similar_threshold)]
     pub similar_threshold: SimilarThreshold,
+    /// Written text holding what looks like a credential (private key, access token,
+    /// password assignment…): `reject` refuses the write (hint `secret_detected`), `redact`
+    /// stores it with each credential replaced by `[REDACTED:<kind>]`, `allow` stores it.
+    #[arg(long, global = true, env = "SPINE_SECRETS", default_value = "reject", value_parser = secrets_policy)]
+    pub secrets: SecretsPolicy,
+}
+
+fn secrets_policy(s: &str) -> Result<SecretsPolicy, String> {
+    SecretsPolicy::parse(s.trim())
+        .ok_or_else(|| format!("must be reject, redact or allow; got {s:?}"))
 }
 
 /// `--similar-threshold`: a cosine in (0, 1], or off.

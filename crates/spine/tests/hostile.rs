@@ -256,3 +256,52 @@ async fn hostile_stdio_lines_are_answered_and_the_session_goes_on() {
     let status = tokio::time::timeout(Duration::from_secs(30), child.wait()).await.unwrap();
     assert!(status.unwrap().success(), "spine mcp ends cleanly when its input ends");
 }
+
+/// Issue 19, secrets stay out: a credential in written text is refused by default (naming
+/// what and where, never echoing it), redacted with `--secrets redact`, kept with `allow`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_are_refused_redacted_or_allowed() {
+    const KEY: &str = "AKIAIOSFODNN7EXAMPLE";
+    let leaky = format!("The deploy job reads {KEY} from the runner's environment.");
+    let mut reject = start_http().await;
+    let client =
+        ().serve(StreamableHttpClientTransport::from_uri(format!("http://{}/mcp", reject.addr)))
+            .await
+            .unwrap();
+    let e = err(call(&client, "store_memory", store_args(&leaky)).await);
+    assert_eq!((&e["field"], &e["hint"]), (&json!("content"), &json!("secret_detected")), "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(message.contains("an AWS access key id") && message.contains("character 21"), "{e}");
+    assert!(!e.to_string().contains(KEY), "the credential is never echoed: {e}");
+    let mut with_summary = store_args("Where the deploy credentials live.");
+    with_summary["summary"] = json!("password = \"Tr0ub4dor&3\"");
+    let e = err(call(&client, "store_memory", with_summary).await);
+    assert_eq!((&e["field"], &e["hint"]), (&json!("summary"), &json!("secret_detected")), "{e}");
+    let kept =
+        ok(call(&client, "store_memory", store_args("Deploy keys live in the vault.")).await);
+    let e = err(call(&client, "update_memory", json!({"id": kept["id"], "content": leaky})).await);
+    assert_eq!(e["hint"], "secret_detected", "{e}");
+    let rule = json!({"scope": "rule:project:x", "summary": "Use the shared key",
+        "content": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"});
+    let e = err(call(&client, "store_rule", rule).await);
+    assert_eq!((&e["field"], &e["hint"]), (&json!("content"), &json!("secret_detected")), "{e}");
+    let listed = ok(call(&client, "list_memory", json!({"scope": SCOPE, "full": true})).await);
+    assert_eq!(listed["memories"].as_array().unwrap().len(), 1, "nothing refused was stored");
+    assert_eq!(listed["memories"][0]["content"], "Deploy keys live in the vault.");
+    client.cancel().await.unwrap();
+    reject.child.kill().await.unwrap();
+
+    for (policy, want) in [
+        ("redact", "The deploy job reads [REDACTED:aws-key] from the runner's environment."),
+        ("allow", leaky.as_str()),
+    ] {
+        let mut server = start_http_with(&["--secrets", policy]).await;
+        let url = format!("http://{}/mcp", server.addr);
+        let client = ().serve(StreamableHttpClientTransport::from_uri(url)).await.unwrap();
+        let s = ok(call(&client, "store_memory", store_args(&leaky)).await);
+        let got = ok(call(&client, "get_memory", json!({"id": s["id"]})).await);
+        assert_eq!(got["content"], want, "--secrets {policy}");
+        client.cancel().await.unwrap();
+        server.child.kill().await.unwrap();
+    }
+}
