@@ -181,7 +181,13 @@ fn store_error(e: StoreError) -> Error {
         StoreError::Unavailable(m) => {
             Error::unavailable(format!("the database is unavailable: {m}"))
         }
-        e => Error::internal(format!("storage failure: {e}")),
+        e => match e.resource_fault() {
+            Some(cause) => Error::unavailable(format!(
+                "the store cannot write: {cause}; nothing was changed, and the call will \
+                 succeed once the operator fixes it ({e})"
+            )),
+            None => Error::internal(format!("storage failure: {e}")),
+        },
     }
 }
 

@@ -167,10 +167,19 @@ impl Service {
     pub fn get_memory(&self, caller: &Caller, a: IdArgs) -> Result<MemoryView, Error> {
         let m = self.find(&Access::read(caller), &a.id)?;
         let now = self.clock.now();
-        self.store.touch(&m.id, now).map_err(store_error)?;
         let mut m = m;
-        m.access_count += 1;
-        m.last_accessed_at = Some(now);
+        match self.store.touch(&m.id, now) {
+            Ok(()) => {
+                m.access_count += 1;
+                m.last_accessed_at = Some(now);
+            }
+            // A read stays a read when the store cannot write (full disk, read-only): the
+            // access count just misses this touch.
+            Err(e) if e.resource_fault().is_some() => {
+                tracing::warn!(error = %e, id = %m.id, "access not counted: the store cannot write");
+            }
+            Err(e) => return Err(store_error(e)),
+        }
         let states = spine_core::derive_states(&m, now);
         Ok(MemoryView::new(m, states, true))
     }

@@ -53,6 +53,38 @@ pub enum StoreError {
     Unavailable(String),
 }
 
+impl StoreError {
+    /// When the failure is the machine's rather than the request's — a full disk, a
+    /// read-only data directory or database, a failing device — what it is, in words: the
+    /// call may succeed once the operator has fixed it.
+    pub fn resource_fault(&self) -> Option<&'static str> {
+        use rusqlite::ErrorCode as C;
+        match self {
+            StoreError::Database(rusqlite::Error::SqliteFailure(e, _)) => match e.code {
+                C::DiskFull => Some("the disk holding the data directory is full"),
+                C::ReadOnly => Some("the data directory or database is read-only"),
+                C::SystemIoFailure => Some(
+                    "writing to the data directory failed (a full disk, a file-size limit or a \
+                     failing device)",
+                ),
+                C::CannotOpen => Some("the database file cannot be opened"),
+                C::PermissionDenied => Some("the database file may not be written"),
+                _ => None,
+            },
+            // SQLSTATE class 53: insufficient resources (53100 disk_full, 53200 out of
+            // memory); 25006: a read-only transaction (a standby, a read-only database).
+            StoreError::Postgres(m) if m.contains("(53100)") => {
+                Some("the database server's disk is full")
+            }
+            StoreError::Postgres(m) if m.contains("(53") => {
+                Some("the database server is out of resources")
+            }
+            StoreError::Postgres(m) if m.contains("(25006)") => Some("the database is read-only"),
+            _ => None,
+        }
+    }
+}
+
 /// Result alias for store operations.
 pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 

@@ -186,6 +186,13 @@ async fn verifier(common: &Common, console_client_id: Option<&str>) -> Result<Op
 fn main() -> Result<()> {
     // Before the runtime starts any thread (see its docs).
     spine_embed::configure_threads();
+    // A file-size limit (RLIMIT_FSIZE) reached by a write must fail that write with an error
+    // the client sees, not kill the server: with SIGXFSZ ignored the write returns EFBIG.
+    #[cfg(unix)]
+    // SAFETY: setting a signal's disposition to SIG_IGN before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

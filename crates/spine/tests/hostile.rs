@@ -305,3 +305,57 @@ async fn credentials_are_refused_redacted_or_allowed() {
         server.child.kill().await.unwrap();
     }
 }
+
+/// Sets the file-size limit (RLIMIT_FSIZE) of process `pid`; `None` lifts it.
+fn set_file_size_limit(pid: u32, bytes: Option<u64>) {
+    let limit = bytes.unwrap_or(libc::RLIM_INFINITY);
+    let new = libc::rlimit { rlim_cur: limit, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: prlimit with a valid pid and a pointer to a live rlimit; no old value read.
+    let rc = unsafe {
+        libc::prlimit(pid as libc::pid_t, libc::RLIMIT_FSIZE, &new, std::ptr::null_mut())
+    };
+    assert_eq!(rc, 0, "prlimit: {}", std::io::Error::last_os_error());
+}
+
+/// Issue 19, resource faults: when the embedded store cannot write (here a file-size limit
+/// the server reaches, as a full disk would be), writes fail with `unavailable` naming the
+/// cause, reads go on, nothing stored is damaged, and writes work again once the limit goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_cannot_write_fails_writes_clearly_and_recovers() {
+    if embedded_only() {
+        return;
+    }
+    let mut server = start_http().await;
+    let url = format!("http://{}/mcp", server.addr);
+    let client = ().serve(StreamableHttpClientTransport::from_uri(url)).await.unwrap();
+    let first =
+        ok(call(&client, "store_memory", store_args("Releases are cut on Tuesdays.")).await);
+    let pid = server.child.id().unwrap();
+    set_file_size_limit(pid, Some(1));
+    for attempt in 0..3 {
+        let e = err(call(&client, "store_memory", store_args("Hotfixes skip the queue.")).await);
+        assert_eq!(e["code"], "unavailable", "attempt {attempt}: {e}");
+        let message = e["message"].as_str().unwrap();
+        assert!(message.contains("the store cannot write"), "{e}");
+    }
+    let e = err(call(&client, "archive_memory", json!({"ids": [first["id"]]})).await);
+    assert_eq!(e["code"], "unavailable", "{e}");
+    // Reads go on.
+    let got = ok(call(&client, "get_memory", json!({"id": first["id"]})).await);
+    assert_eq!(got["content"], "Releases are cut on Tuesdays.");
+    let found =
+        ok(call(&client, "search_memory", json!({"query": "release day", "scope": SCOPE})).await);
+    assert_eq!(found["memories"][0]["id"], first["id"], "{found}");
+    // Space returns: writes work, and everything is intact.
+    set_file_size_limit(pid, None);
+    let second = ok(call(&client, "store_memory", store_args("Hotfixes skip the queue.")).await);
+    let listed = ok(call(&client, "list_memory", json!({"scope": SCOPE})).await);
+    let ids: Vec<&Value> =
+        listed["memories"].as_array().unwrap().iter().map(|m| &m["id"]).collect();
+    assert_eq!(ids, vec![&second["id"], &first["id"]], "{listed}");
+    assert!(server.child.try_wait().unwrap().is_none(), "the server is still running");
+    client.cancel().await.unwrap();
+    server.child.kill().await.unwrap();
+    let review = spine(server._dir.path(), &["spine-review", "verify", "--all-scopes"]).await;
+    assert!(review.ok, "{}\n{}", review.stdout, review.stderr);
+}
