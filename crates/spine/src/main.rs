@@ -347,12 +347,47 @@ async fn serve(
     let listener =
         tokio::net::TcpListener::bind(listen).await.with_context(|| format!("binding {listen}"))?;
     tracing::info!("spine listening on http://{}/mcp", listener.local_addr().unwrap_or(listen));
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .context("serving HTTP")
+    // On SIGTERM or Ctrl-C: stop accepting, let every call in flight finish and answer, then
+    // exit; streams left open (an MCP client's event stream) are cut after DRAIN_DEADLINE.
+    let (stopping, mut stopped) = tokio::sync::watch::channel(false);
+    let server = axum::serve(listener, app).with_graceful_shutdown(async move {
+        shutdown_signal().await;
+        tracing::info!("stopping: finishing the calls in flight");
+        let _ = stopping.send(true);
+    });
+    tokio::select! {
+        served = std::future::IntoFuture::into_future(server) => served.context("serving HTTP"),
+        _ = async {
+            let _ = stopped.wait_for(|s| *s).await;
+            tokio::time::sleep(DRAIN_DEADLINE).await;
+        } => {
+            tracing::warn!(deadline = ?DRAIN_DEADLINE, "stopping: connections still open at the deadline are closed");
+            Ok(())
+        }
+    }
+}
+
+/// How long `spine serve` waits, once told to stop, for open connections to finish.
+const DRAIN_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Resolves on Ctrl-C or, on Unix, SIGTERM (what service managers and container runtimes
+/// send to stop a process).
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+                return;
+            }
+            Err(e) => tracing::warn!(error = %e, "SIGTERM cannot be caught; Ctrl-C only"),
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// `spine reindex`.

@@ -359,3 +359,77 @@ async fn a_store_that_cannot_write_fails_writes_clearly_and_recovers() {
     let review = spine(server._dir.path(), &["spine-review", "verify", "--all-scopes"]).await;
     assert!(review.ok, "{}\n{}", review.stdout, review.stderr);
 }
+
+/// Issue 19: SIGTERM stops `spine serve` gracefully — a call in flight when the signal
+/// arrives (here: its headers read, its body not yet sent) still completes and is answered,
+/// the write is durable, and the process exits cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_the_call_in_flight_finish() {
+    use tokio::io::AsyncReadExt;
+    let mut server = start_http().await;
+    let addr = server.addr.clone();
+    let http = reqwest::Client::new();
+    let init = http
+        .post(format!("http://{addr}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}))
+        .send()
+        .await
+        .unwrap();
+    let session = init.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    drop(init);
+    let (status, _) = post(
+        &http,
+        &format!("http://{addr}/mcp"),
+        "application/json",
+        Some(&session),
+        br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(status, 202);
+
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "store_memory", "arguments": store_args("Stopping waits for calls in flight.")}})
+    .to_string();
+    let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Session-Id: {session}\r\n\
+         Mcp-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\nExpect: 100-continue\r\n\r\n",
+        body.len()
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    // `100 Continue` arrives once the handler reads the body: the call is in flight.
+    let mut got = Vec::new();
+    while !got.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        tcp.read_exact(&mut byte).await.unwrap();
+        got.push(byte[0]);
+    }
+    assert!(got.starts_with(b"HTTP/1.1 100"), "{}", String::from_utf8_lossy(&got));
+
+    let pid = server.child.id().unwrap();
+    // SAFETY: signalling our own child process.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) }, 0);
+    // The listener closes: new connections are refused while the call is still open.
+    let refused = tokio::time::timeout(Duration::from_secs(10), async {
+        while tokio::net::TcpStream::connect(&addr).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    refused.await.expect("the server stops accepting connections");
+
+    tcp.write_all(body.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), tcp.read_to_end(&mut answer));
+    read.await.expect("the answer arrives").unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("structuredContent") && answer.contains("short_id"), "{answer}");
+    let status = tokio::time::timeout(Duration::from_secs(20), server.child.wait()).await;
+    assert!(status.expect("spine serve exits").unwrap().success(), "a clean exit");
+    let store = open_store(server._dir.path());
+    assert_eq!(store.count_records(None).unwrap(), 1, "the drained write is durable");
+}
