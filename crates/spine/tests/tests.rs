@@ -11,6 +11,7 @@ mod e2e;
 mod hook;
 mod hostile;
 mod install;
+mod load;
 mod notes;
 mod postgres;
 mod reindex;
