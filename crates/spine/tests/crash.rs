@@ -38,15 +38,21 @@ struct Ledger {
     acknowledged: usize,
 }
 
-/// `spine serve` on `addr` over `data`; returns once it answers /healthz.
-async fn serve(data: &Path, addr: &str) -> tokio::process::Child {
+/// `spine serve` on `addr` over `data` (or the database `url`); returns once it answers
+/// /healthz.
+async fn serve_on(data: &Path, addr: &str, url: Option<&str>) -> tokio::process::Child {
     let mut cmd = tokio::process::Command::new(SPINE);
     cmd.args(["serve", "--listen", addr, "--data-dir"])
         .arg(data)
         .env_remove("SPINE_OIDC_ISSUER")
         .stderr(Stdio::null())
         .kill_on_drop(true);
-    backend_env(cmd.as_std_mut(), data);
+    match url {
+        Some(url) => {
+            cmd.env("SPINE_DATABASE_URL", url);
+        }
+        None => backend_env(cmd.as_std_mut(), data),
+    }
     let mut child = cmd.spawn().unwrap();
     let http = reqwest::Client::new();
     for _ in 0..600 {
@@ -63,7 +69,12 @@ async fn serve(data: &Path, addr: &str) -> tokio::process::Child {
     panic!("spine serve did not come back after a kill");
 }
 
-/// A tool call that may find the server gone: `None` when the transport fails.
+async fn serve(data: &Path, addr: &str) -> tokio::process::Child {
+    serve_on(data, addr, None).await
+}
+
+/// A tool call that may find the server gone: `None` when the transport fails, or when the
+/// server answers `unavailable` (its database is down).
 async fn try_call(client: &Client, tool: &'static str, args: Value) -> Option<Value> {
     // A killed server's session may never answer: past this the write counts as cut off.
     let r = tokio::time::timeout(
@@ -75,7 +86,14 @@ async fn try_call(client: &Client, tool: &'static str, args: Value) -> Option<Va
     .await
     .ok()?
     .ok()?;
-    assert_ne!(r.is_error, Some(true), "{tool} refused a valid write: {:?}", r.content);
+    if r.is_error == Some(true) {
+        let envelope = text_json(&r);
+        assert_eq!(
+            envelope["error"]["code"], "unavailable",
+            "{tool} refused a valid write: {envelope}"
+        );
+        return None;
+    }
     Some(r.structured_content.unwrap_or(Value::Null))
 }
 
@@ -86,6 +104,7 @@ async fn writer(
     round: usize,
     ledger: Arc<Mutex<Ledger>>,
     acks: Arc<AtomicUsize>,
+    persist: bool,
 ) {
     let transport =
         rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
@@ -95,6 +114,20 @@ async fn writer(
         ledger.lock().unwrap().acknowledged += 1;
         acks.fetch_add(1, Ordering::SeqCst);
     };
+    // A write without an answer ends the session (its server was killed) or, with `persist`
+    // (the database restarts under a live server), is skipped after a pause.
+    macro_rules! or_skip {
+        ($e:expr) => {
+            match $e {
+                Some(r) => r,
+                None if persist => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    continue;
+                }
+                None => return,
+            }
+        };
+    }
     for i in 0.. {
         let content =
             format!("writer {w} round {round} write {i}: the build cache lives in target/");
@@ -102,7 +135,7 @@ async fn writer(
         match op {
             0 => {
                 let args = json!({"content": content, "scope": SCOPE, "source": "agent-inferred", "category": "gotcha"});
-                let Some(r) = try_call(&client, "store_memory", args).await else { return };
+                let r = or_skip!(try_call(&client, "store_memory", args).await);
                 let id = r["id"].as_str().unwrap().to_owned();
                 ledger.lock().unwrap().contents.insert(id.clone(), (vec![content], 1));
                 live.push(id);
@@ -112,9 +145,7 @@ async fn writer(
                 let id = live[i % live.len()].clone();
                 ledger.lock().unwrap().contents.get_mut(&id).unwrap().0.push(content.clone());
                 let args = json!({"id": id, "content": content});
-                if try_call(&client, "update_memory", args).await.is_none() {
-                    return;
-                }
+                or_skip!(try_call(&client, "update_memory", args).await);
                 let mut l = ledger.lock().unwrap();
                 let entry = l.contents.get_mut(&id).unwrap();
                 entry.1 = entry.0.len();
@@ -124,7 +155,7 @@ async fn writer(
             2 => {
                 let target = live.remove(i % live.len());
                 let args = json!({"supersedes": [target], "content": content, "scope": SCOPE, "source": "agent-inferred", "category": "gotcha"});
-                let Some(r) = try_call(&client, "supersede_memory", args).await else { return };
+                let r = or_skip!(try_call(&client, "supersede_memory", args).await);
                 let id = r["id"].as_str().unwrap().to_owned();
                 let mut l = ledger.lock().unwrap();
                 l.contents.insert(id.clone(), (vec![content], 1));
@@ -136,7 +167,7 @@ async fn writer(
             _ => {
                 let target = live.remove(i % live.len());
                 let args = json!({"ids": [target]});
-                let Some(r) = try_call(&client, "archive_memory", args).await else { return };
+                let r = or_skip!(try_call(&client, "archive_memory", args).await);
                 assert_eq!(r["results"][0]["outcome"], "archived", "{r}");
                 ledger.lock().unwrap().archived.push(target);
                 ack(&ledger);
@@ -166,7 +197,9 @@ async fn acknowledged_writes_survive_sigkill_storms() {
         let mut child = serve(dir.path(), &addr).await;
         let acks = Arc::new(AtomicUsize::new(0));
         let writers: Vec<_> = (0..WRITERS)
-            .map(|w| tokio::spawn(writer(addr.clone(), w, round, ledger.clone(), acks.clone())))
+            .map(|w| {
+                tokio::spawn(writer(addr.clone(), w, round, ledger.clone(), acks.clone(), false))
+            })
             .collect();
         // Kill when this round's acknowledged writes reach a random count.
         let at = random_in(WRITERS * 2, WRITERS * 8);
@@ -193,7 +226,20 @@ async fn acknowledged_writes_survive_sigkill_storms() {
     }
 
     // Restart once more and check every acknowledged write.
-    let mut child = serve(dir.path(), &addr).await;
+    let child = serve(dir.path(), &addr).await;
+    check_ledger(dir.path(), &addr, child, ledger, kills, None).await;
+}
+
+/// After the storm: every acknowledged write is there, search finds a live record, and
+/// `spine-review verify` finds no violation.
+async fn check_ledger(
+    data: &Path,
+    addr: &str,
+    mut child: tokio::process::Child,
+    ledger: Arc<Mutex<Ledger>>,
+    kills: usize,
+    url: Option<&str>,
+) {
     let transport =
         rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
     let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
@@ -247,6 +293,116 @@ async fn acknowledged_writes_survive_sigkill_storms() {
     child.wait().await.unwrap();
 
     // The store's own consistency checks.
-    let run = spine(dir.path(), &["spine-review", "verify", "--all-scopes", "--json"]).await;
+    let run = match url {
+        None => spine(data, &["spine-review", "verify", "--all-scopes", "--json"]).await,
+        Some(url) => {
+            let out = tokio::process::Command::new(SPINE)
+                .args(["spine-review", "verify", "--all-scopes", "--json"])
+                .env("SPINE_DATABASE_URL", url)
+                .env("SPINE_LOG", "warn")
+                .output()
+                .await
+                .unwrap();
+            Run::of(out)
+        }
+    };
     assert!(run.ok, "spine-review verify found violations:\n{}\n{}", run.stdout, run.stderr);
+}
+
+/// `pg_ctl` on the test cluster's data directory, as the postgres user when run as root
+/// (PostgreSQL refuses to run as root), as scripts/postgres.sh does.
+fn pg_ctl(data: &Path, args: &[&str]) {
+    let pg_ctl = "/usr/lib/postgresql/15/bin/pg_ctl";
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut cmd = if root {
+        let mut c = std::process::Command::new("runuser");
+        c.args(["-u", "postgres", "--", pg_ctl]);
+        c
+    } else {
+        std::process::Command::new(pg_ctl)
+    };
+    let out = cmd.arg("-D").arg(data).args(args).current_dir("/").output().unwrap();
+    assert!(out.status.success(), "pg_ctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Issue 19: the database itself crashes under the storm. A PostgreSQL cluster of the
+/// test's own (scripts/postgres.sh) is stopped with `pg_ctl -m immediate` — no checkpoint,
+/// recovery from its WAL on start — while eight sessions write through one live node, then
+/// started again; the node answers `unavailable` meanwhile and recovers by itself. Every
+/// acknowledged write must survive. Runs on the PostgreSQL pass only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn acknowledged_writes_survive_database_crashes() {
+    if !on_postgres() {
+        eprintln!("skipped: the PostgreSQL pass runs it");
+        return;
+    }
+    let restarts: usize =
+        std::env::var("SPINE_CRASH_KILLS").ok().and_then(|k| k.parse().ok()).unwrap_or(3);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = std::process::Command::new("bash")
+        .arg(root.join("scripts/postgres.sh"))
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "scripts/postgres.sh starts a cluster");
+    let url = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let cluster = std::fs::read_dir("/tmp")
+        .unwrap()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| std::fs::read_to_string(p.join("url")).is_ok_and(|u| u.trim() == url))
+        .expect("the cluster's directory");
+    let pg_data = cluster.join("data");
+    let log = cluster.join("log");
+    let log = log.to_str().unwrap();
+    // The server options scripts/postgres.sh started it with (they are not in its config).
+    let port = url.rsplit_once(':').unwrap().1.split('/').next().unwrap().to_owned();
+    let options = format!(
+        "-c listen_addresses=127.0.0.1 -p {port} -k {} -c fsync=on -c max_connections=200",
+        cluster.display()
+    );
+
+    let dir = TempDir::new().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let addr = format!("127.0.0.1:{port}");
+    let ledger = Arc::new(Mutex::new(Ledger::default()));
+    let child = serve_on(dir.path(), &addr, Some(&url)).await;
+    let acks = Arc::new(AtomicUsize::new(0));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| tokio::spawn(writer(addr.clone(), w, 0, ledger.clone(), acks.clone(), true)))
+        .collect();
+    for round in 0..restarts {
+        let at = acks.load(Ordering::SeqCst) + random_in(WRITERS * 2, WRITERS * 8);
+        while acks.load(Ordering::SeqCst) < at {
+            assert!(!writers.iter().all(|w| w.is_finished()), "every writer stopped");
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        eprintln!(
+            "round {round}: database crash after {} acknowledged writes",
+            acks.load(Ordering::SeqCst)
+        );
+        pg_ctl(&pg_data, &["-m", "immediate", "stop"]);
+        pg_ctl(&pg_data, &["-l", log, "-w", "-o", &options, "start"]);
+        // The node recovers by itself: writes are acknowledged again.
+        let after = acks.load(Ordering::SeqCst) + WRITERS;
+        let recovered = tokio::time::timeout(Duration::from_secs(60), async {
+            while acks.load(Ordering::SeqCst) < after {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        recovered.await.expect("writes are acknowledged again after the database restarts");
+    }
+    for w in writers {
+        w.abort();
+        if let Err(e) = w.await
+            && e.is_panic()
+        {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
+    check_ledger(dir.path(), &addr, child, ledger, restarts, Some(&url)).await;
+    let _ = std::process::Command::new("bash")
+        .arg(root.join("scripts/postgres.sh"))
+        .args(["stop", &url])
+        .output();
 }

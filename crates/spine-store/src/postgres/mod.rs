@@ -60,6 +60,18 @@ const POOL_SIZE: usize = 16;
 impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> Self {
         match e.as_db_error() {
+            // Class 57P (operator intervention: the server is shutting down, crashed, or
+            // starting up and recovering) and 08 (connection exceptions) are the server's state,
+            // not the request's: retry once it is back.
+            Some(db)
+                if db.code().code().starts_with("57P") || db.code().code().starts_with("08") =>
+            {
+                StoreError::Unavailable(format!(
+                    "the database server is not accepting work: {} ({})",
+                    db.message(),
+                    db.code().code()
+                ))
+            }
             Some(db) => StoreError::Postgres(format!("{} ({})", db.message(), db.code().code())),
             // No server error: the connection failed or closed; say why.
             None => {

@@ -130,7 +130,7 @@ pub async fn call(client: &Client, tool: &'static str, args: Value) -> CallToolR
 }
 
 /// The JSON of the one text block.
-fn text_json(r: &CallToolResult) -> Value {
+pub fn text_json(r: &CallToolResult) -> Value {
     let text = &r.content[0].as_text().expect("a text block").text;
     serde_json::from_str(text).expect("the text block is JSON")
 }
