@@ -255,16 +255,7 @@ async fn stdio_session_serves_every_tool() {
 #[tokio::test]
 async fn acknowledged_write_survives_kill_9() {
     let dir = TempDir::new().unwrap();
-    let mut cmd = tokio::process::Command::new(SPINE);
-    cmd.arg("mcp")
-        .arg("--data-dir")
-        .arg(dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    crate::common::backend_env(cmd.as_std_mut(), dir.path());
-    let mut child = cmd.spawn().unwrap();
+    let mut child = raw_stdio_command(dir.path()).spawn().unwrap();
     let pid = child.id().unwrap();
     let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
     let client = ().serve((stdout, stdin)).await.unwrap();

@@ -2,7 +2,6 @@
 //! an HTTP 4xx, a JSON-RPC error, or a tool error naming the field and a hint — the server
 //! stays up with bounded memory, and nothing stored changes.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use rmcp::ServiceExt;
@@ -37,6 +36,20 @@ async fn post(
     }
     let r = req.send().await.expect("the server answers");
     (r.status().as_u16(), r.text().await.unwrap_or_default())
+}
+
+/// Opens an MCP session with a raw `initialize` POST; its `Mcp-Session-Id`.
+async fn raw_session(http: &reqwest::Client, mcp_url: &str) -> String {
+    let r = http
+        .post(mcp_url)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}))
+        .send()
+        .await
+        .unwrap();
+    r.headers()["mcp-session-id"].to_str().unwrap().to_owned()
 }
 
 fn deep(levels: usize) -> Vec<u8> {
@@ -96,18 +109,7 @@ async fn hostile_http_input_gets_clear_errors_and_changes_nothing() {
 
     // The transport: malformed bodies are 400 with a JSON-RPC error, never a 415 or a hang.
     let http = reqwest::Client::new();
-    let session = {
-        let r = http
-            .post(&mcp_url)
-            .header("accept", "application/json, text/event-stream")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "raw", "version": "0"}}}))
-            .send()
-            .await
-            .unwrap();
-        r.headers()["mcp-session-id"].to_str().unwrap().to_owned()
-    };
+    let session = raw_session(&http, &mcp_url).await;
     let call_with = |content: &str| {
         format!(
             r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"store_memory","arguments":{{"content":{content},"scope":"{SCOPE}","source":"user-said","category":"decision"}}}}}}"#
@@ -190,16 +192,7 @@ async fn hostile_http_input_gets_clear_errors_and_changes_nothing() {
 #[tokio::test]
 async fn hostile_stdio_lines_are_answered_and_the_session_goes_on() {
     let dir = tempfile::TempDir::new().unwrap();
-    let mut cmd = tokio::process::Command::new(SPINE);
-    cmd.arg("mcp")
-        .arg("--data-dir")
-        .arg(dir.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    backend_env(cmd.as_std_mut(), dir.path());
-    let mut child = cmd.spawn().unwrap();
+    let mut child = raw_stdio_command(dir.path()).spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap()).lines();
     let mut send = async |line: &[u8]| {
@@ -369,17 +362,7 @@ async fn sigterm_lets_the_call_in_flight_finish() {
     let mut server = start_http().await;
     let addr = server.addr.clone();
     let http = reqwest::Client::new();
-    let init = http
-        .post(format!("http://{addr}/mcp"))
-        .header("accept", "application/json, text/event-stream")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"}}}))
-        .send()
-        .await
-        .unwrap();
-    let session = init.headers()["mcp-session-id"].to_str().unwrap().to_owned();
-    drop(init);
+    let session = raw_session(&http, &format!("http://{addr}/mcp")).await;
     let (status, _) = post(
         &http,
         &format!("http://{addr}/mcp"),

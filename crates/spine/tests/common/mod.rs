@@ -79,6 +79,20 @@ pub async fn stdio_client(data: &std::path::Path) -> Client {
     ().serve(transport).await.expect("initialize over stdio")
 }
 
+/// `spine mcp` over `data` with piped stdin and stdout, for tests that speak raw JSON-RPC.
+pub fn raw_stdio_command(data: &std::path::Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(SPINE);
+    cmd.arg("mcp")
+        .arg("--data-dir")
+        .arg(data)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true);
+    backend_env(cmd.as_std_mut(), data);
+    cmd
+}
+
 /// Each tool's outputSchema as a compiled validator, from the first `tools/list` a test
 /// makes (every server in a test run is the same binary).
 static OUTPUT_SCHEMAS: LazyLock<Mutex<HashMap<String, Arc<jsonschema::Validator>>>> =
