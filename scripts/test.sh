@@ -40,13 +40,32 @@ fi
 SPINE_REQUIRE_PYTHON=1 SPINE_REQUIRE_NODE=1 cargo test --workspace
 target/pyenv/bin/python tests/python/sdk_client.py target/debug/spine
 node tests/typescript/sdk_client.mjs target/debug/spine
+# run_integration CRATE [ARGS…]: runs CRATE's integration-test binary from the workspace
+# build (no rebuild), in the crate's directory as `cargo test` does.
+run_integration() {
+  local crate=$1 exe
+  shift
+  exe=$(cargo test --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, os, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    t = m.get("target", {})
+    if m.get("reason") == "compiler-artifact" and t.get("name") == "integration" \
+            and os.path.basename(os.path.dirname(m["manifest_path"])) == sys.argv[1]:
+        print(m["executable"])
+' "$crate")
+  [ -n "$exe" ] || { echo "no integration-test binary for $crate" >&2; return 1; }
+  (cd "crates/$crate" && "$exe" "$@")
+}
 if [ -n "${SPINE_TEST_DATABASE_URL:-}" ]; then
   # The service tests again, as the store contract's conformance suite on PostgreSQL, the
   # end-to-end suite, and both SDK suites with every server they start on PostgreSQL.
-  SPINE_TEST_BACKEND=postgres cargo test -p spine-service --test integration
+  # They run the test binaries the workspace build above made: `cargo test -p <crate>` would
+  # resolve features for that crate alone and compile shared dependencies a second time.
+  SPINE_TEST_BACKEND=postgres run_integration spine-service
   # The binary's end-to-end suite with every data directory standing for a fresh database
   # (the two-node tests in it already ran on PostgreSQL above).
-  SPINE_TEST_BACKEND=postgres cargo test -p spine --test integration -- --skip postgres::
+  SPINE_TEST_BACKEND=postgres run_integration spine --skip postgres::
   SPINE_DATABASE_URL=$SPINE_TEST_DATABASE_URL target/pyenv/bin/python tests/python/sdk_client.py target/debug/spine
   SPINE_DATABASE_URL=$SPINE_TEST_DATABASE_URL node tests/typescript/sdk_client.mjs target/debug/spine
 fi
