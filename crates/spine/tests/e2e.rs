@@ -780,3 +780,41 @@ async fn metrics_count_calls_without_exposing_records() {
     assert!(text.contains("spine_records"), "{text}");
     server.child.kill().await.unwrap();
 }
+
+/// `--embed-precision int8`: the quantised model stores and finds as the default one does;
+/// a value that is not a precision stops the command and names the flag.
+#[tokio::test]
+async fn int8_precision_stores_and_finds() {
+    let dir = TempDir::new().unwrap();
+    let client = stdio_client_with(dir.path(), &["--embed-precision", "int8"]).await;
+    let scope = "e2e:project:int8";
+    let mut ids = Vec::new();
+    for content in [
+        "Production runs on PostgreSQL 16 with pgvector; never point tests at it.",
+        "The web console is plain HTML and one script, no framework.",
+        "Release builds strip debug symbols to keep the binary small.",
+    ] {
+        let s = ok(call(
+            &client,
+            "store_memory",
+            json!({
+                "content": content, "scope": scope, "source": "user-said", "category": "decision"
+            }),
+        )
+        .await);
+        ids.push(s["id"].as_str().unwrap().to_owned());
+    }
+    for (query, want) in [
+        ("which database does production use?", 0),
+        ("what is the console built with", 1),
+        ("how big is the release binary", 2),
+    ] {
+        let found =
+            ok(call(&client, "search_memory", json!({"query": query, "scope": scope})).await);
+        assert_eq!(found["memories"][0]["id"], ids[want].as_str(), "{query}: {found}");
+    }
+    client.cancel().await.unwrap();
+
+    let run = spine(dir.path(), &["mcp", "--embed-precision", "fp16"]).await;
+    assert!(!run.ok && run.stderr.contains("--embed-precision"), "{}", run.stderr);
+}

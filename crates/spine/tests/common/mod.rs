@@ -70,8 +70,13 @@ pub fn embedded_only() -> bool {
 pub type Client = RunningService<RoleClient, ()>;
 
 pub async fn stdio_client(data: &std::path::Path) -> Client {
+    stdio_client_with(data, &[]).await
+}
+
+/// [`stdio_client`] with extra arguments for `spine mcp`.
+pub async fn stdio_client_with(data: &std::path::Path, extra: &[&str]) -> Client {
     let mut cmd = tokio::process::Command::new(SPINE);
-    cmd.arg("mcp").arg("--data-dir").arg(data);
+    cmd.arg("mcp").arg("--data-dir").arg(data).args(extra);
     backend_env(cmd.as_std_mut(), data);
     // The builder, unlike `new`, lets the server's logs go somewhere other than the test's.
     let (transport, _) =
