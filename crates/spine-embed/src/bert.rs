@@ -32,8 +32,8 @@ pub enum Precision {
     #[default]
     F32,
     /// Weights quantised to 8 bits per value with one scale per 32 (`Q8_0`), activations to
-    /// 8 bits per 256, multiplied by candle's VNNI kernels (`vpdpbusd`): a short query ~2.4×
-    /// and a 460-character note ~1.5× faster on a CPU with AVX-512 VNNI or AVX-VNNI, for a
+    /// 8 bits per 256, multiplied by candle's VNNI kernels (`vpdpbusd`): a short query ~2×
+    /// and a 460-character note ~1.3× faster on a CPU with AVX-512 VNNI or AVX-VNNI, for a
     /// small loss of retrieval quality (README "Performance"). Without VNNI candle has no
     /// fast kernel for it and it is slower than f32.
     Int8,

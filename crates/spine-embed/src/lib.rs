@@ -236,8 +236,8 @@ fn plan_passes(lengths: &[usize]) -> Vec<Vec<usize>> {
 impl BuiltinEmbedder {
     /// Loads the model from `dir`, which must hold [`MODEL_FILES`]; fails with
     /// [`EmbedError::ModelMissing`] (saying how to fetch them) when any is absent, and with
-    /// [`EmbedError::Load`] when one cannot be parsed.
-    /// The dense layers' precision is [`Precision::from_env`]'s.
+    /// [`EmbedError::Load`] when one cannot be parsed. The dense layers' precision is
+    /// [`Precision::from_env`]'s.
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
         let precision = Precision::from_env().map_err(|e| EmbedError::Load(e.to_string()))?;
         Self::load_with(dir, precision)
