@@ -26,33 +26,43 @@ pub struct Config {
 }
 
 /// How the encoder's dense layers multiply.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Precision {
-    /// The published f32 weights, as the reference implementation computes (the default).
-    #[default]
+    /// The published f32 weights, as the reference implementation computes.
     F32,
     /// Weights quantised to 8 bits per value with one scale per 32 (`Q8_0`), activations to
-    /// 8 bits per 256, multiplied by candle's VNNI kernels (`vpdpbusd`): a short query ~2×
-    /// and a 460-character note ~1.3× faster on a CPU with AVX-512 VNNI or AVX-VNNI, for a
-    /// small loss of retrieval quality (README "Performance"). Without VNNI candle has no
-    /// fast kernel for it and it is slower than f32.
+    /// 8 bits per 256 after SmoothQuant-style per-channel smoothing (`Linear::new`),
+    /// multiplied by candle's VNNI kernels (`vpdpbusd`): a short query ~2× and a
+    /// 460-character note ~1.3× faster on a CPU with AVX-512 VNNI or AVX-VNNI, with the
+    /// same retrieval quality (README "Performance"). Without VNNI candle has no fast kernel
+    /// for it and it is slower than f32.
     Int8,
 }
 
 impl Precision {
-    /// `SPINE_EMBED_PRECISION` (`f32` or `int8`), f32 when unset.
+    /// `SPINE_EMBED_PRECISION` (`auto`, `f32` or `int8`), auto when unset.
     pub fn from_env() -> Result<Precision> {
         Self::parse(std::env::var("SPINE_EMBED_PRECISION").ok().as_deref())
     }
 
-    /// A setting's value: `f32` (or unset / empty) or `int8`.
+    /// A setting's value: `auto` (or unset / empty) is [`Precision::detect`]'s choice;
+    /// `f32` and `int8` choose.
     pub fn parse(value: Option<&str>) -> Result<Precision> {
         match value {
-            None | Some("") | Some("f32") => Ok(Precision::F32),
+            None | Some("") | Some("auto") => Ok(Self::detect()),
+            Some("f32") => Ok(Precision::F32),
             Some("int8") => Ok(Precision::Int8),
             Some(other) => {
-                candle_core::bail!("SPINE_EMBED_PRECISION must be f32 or int8, not {other:?}")
+                candle_core::bail!("SPINE_EMBED_PRECISION must be auto, f32 or int8, not {other:?}")
             }
+        }
+    }
+
+    /// Int8 where it is fast ([`Precision::int8_is_fast`]), f32 elsewhere.
+    pub fn detect() -> Precision {
+        match Self::int8_is_fast() {
+            true => Precision::Int8,
+            false => Precision::F32,
         }
     }
 
@@ -82,8 +92,20 @@ enum Weights {
     F32(Tensor),
     /// `(out, padded_in)` quantised, `in` padded with zero columns to a multiple of
     /// [`INT8_BLOCK`] (the inputs are padded alike: the products are unchanged).
-    Int8 { matmul: QMatMul, padded_in: usize },
+    Int8 { matmul: QMatMul, padded_in: usize, inv_scale: Option<Tensor> },
 }
+
+/// How far each channel of a LayerNorm's output reaches, estimated from its parameters:
+/// the normalised values lie mostly within ±3, so `3·|γ| + |β|`. Channels with large γ or β
+/// are BERT's activation outliers, which would otherwise set the int8 scale of their whole
+/// block of 256 and crush the others.
+fn layer_norm_range(vb: &VarBuilder, h: usize) -> Result<Tensor> {
+    (vb.get(h, "weight")?.abs()? * 3.0)? + vb.get(h, "bias")?.abs()?
+}
+
+/// SmoothQuant's migration strength: how much of an activation outlier moves into the
+/// weights (0.5 shares it evenly).
+const SMOOTHING: f64 = 0.5;
 
 /// A dense layer.
 struct Linear {
@@ -92,16 +114,34 @@ struct Linear {
 }
 
 impl Linear {
-    /// `weight`: `(out, in)`, as stored.
-    fn new(weight: Tensor, bias: Tensor, precision: Precision) -> Result<Linear> {
+    /// `weight`: `(out, in)`, as stored; `range`: each input channel's estimated reach, when
+    /// known, to smooth int8 quantisation with (SmoothQuant, without calibration data): the
+    /// inputs are divided per channel by `s = √(range / max|weight column|)` and the weight
+    /// columns multiplied by it, which leaves the product unchanged and evens out the ranges
+    /// the two quantisations see.
+    fn new(
+        weight: Tensor,
+        bias: Tensor,
+        precision: Precision,
+        range: Option<Tensor>,
+    ) -> Result<Linear> {
         let weights = match precision {
             Precision::F32 => Weights::F32(weight.t()?.contiguous()?),
             Precision::Int8 => {
                 let (_, k) = weight.dims2()?;
+                let (weight, inv_scale) = match range {
+                    Some(range) => {
+                        let reach = range.clamp(1e-5, f32::MAX)?.powf(SMOOTHING)?;
+                        let column = weight.abs()?.max(0)?.clamp(1e-5, f32::MAX)?;
+                        let s = (reach / column.powf(1.0 - SMOOTHING)?)?.clamp(1e-2, 1e2)?;
+                        (weight.broadcast_mul(&s.unsqueeze(0)?)?, Some(s.recip()?))
+                    }
+                    None => (weight, None),
+                };
                 let padded_in = k.next_multiple_of(INT8_BLOCK);
                 let weight = weight.pad_with_zeros(1, 0, padded_in - k)?;
                 let q = QTensor::quantize(&weight, GgmlDType::Q8_0)?;
-                Weights::Int8 { matmul: QMatMul::from_qtensor(q)?, padded_in }
+                Weights::Int8 { matmul: QMatMul::from_qtensor(q)?, padded_in, inv_scale }
             }
         };
         Ok(Linear { weights, bias })
@@ -112,7 +152,11 @@ impl Linear {
         let x = x.reshape((b * s, k))?;
         let y = match &self.weights {
             Weights::F32(weight_t) => x.matmul(weight_t)?,
-            Weights::Int8 { matmul, padded_in } => {
+            Weights::Int8 { matmul, padded_in, inv_scale } => {
+                let x = match inv_scale {
+                    Some(inv_scale) => x.broadcast_mul(inv_scale)?,
+                    None => x,
+                };
                 matmul.forward(&x.pad_with_zeros(1, 0, padded_in - k)?)?
             }
         };
@@ -121,14 +165,20 @@ impl Linear {
 }
 
 fn linear(in_dim: usize, out_dim: usize, vb: VarBuilder, precision: Precision) -> Result<Linear> {
-    Linear::new(vb.get((out_dim, in_dim), "weight")?, vb.get(out_dim, "bias")?, precision)
+    Linear::new(vb.get((out_dim, in_dim), "weight")?, vb.get(out_dim, "bias")?, precision, None)
 }
 
 /// The query, key and value projections as one `(in, 3·out)` layer: one matrix product per
 /// layer instead of three (for a short query, each product costs about as much in fixed
 /// overhead as in arithmetic). The query part is pre-multiplied by the attention scale
 /// `1/√head_dim`, which saves scaling the scores.
-fn fused_qkv(h: usize, scale: f64, vb: VarBuilder, precision: Precision) -> Result<Linear> {
+fn fused_qkv(
+    h: usize,
+    scale: f64,
+    vb: VarBuilder,
+    precision: Precision,
+    range: Tensor,
+) -> Result<Linear> {
     let get = |name: &str| -> Result<(Tensor, Tensor)> {
         Ok((vb.pp(name).get((h, h), "weight")?, vb.pp(name).get(h, "bias")?))
     };
@@ -137,6 +187,7 @@ fn fused_qkv(h: usize, scale: f64, vb: VarBuilder, precision: Precision) -> Resu
         Tensor::cat(&[&(qw * scale)?, &kw, &vw], 0)?,
         Tensor::cat(&[&(qb * scale)?, &kb, &vb_], 0)?,
         precision,
+        Some(range),
     )
 }
 
@@ -157,15 +208,22 @@ struct Layer {
 }
 
 impl Layer {
-    fn load(vb: VarBuilder, c: &Config, p: Precision) -> Result<Self> {
+    /// `prev_norm`: the LayerNorm whose output is this layer's input.
+    fn load(vb: VarBuilder, prev_norm: VarBuilder, c: &Config, p: Precision) -> Result<Self> {
         let h = c.hidden_size;
         let att = vb.pp("attention");
         let head_dim = h / c.num_attention_heads;
+        let scale = 1.0 / (head_dim as f64).sqrt();
         Ok(Layer {
-            qkv: fused_qkv(h, 1.0 / (head_dim as f64).sqrt(), att.pp("self"), p)?,
+            qkv: fused_qkv(h, scale, att.pp("self"), p, layer_norm_range(&prev_norm, h)?)?,
             attn_out: linear(h, h, att.pp("output").pp("dense"), p)?,
             attn_norm: layer_norm(h, c.layer_norm_eps, att.pp("output").pp("LayerNorm"))?,
-            inter: linear(h, c.intermediate_size, vb.pp("intermediate").pp("dense"), p)?,
+            inter: Linear::new(
+                vb.pp("intermediate").pp("dense").get((c.intermediate_size, h), "weight")?,
+                vb.pp("intermediate").pp("dense").get(c.intermediate_size, "bias")?,
+                p,
+                Some(layer_norm_range(&att.pp("output").pp("LayerNorm"), h)?),
+            )?,
             out: linear(c.intermediate_size, h, vb.pp("output").pp("dense"), p)?,
             out_norm: layer_norm(h, c.layer_norm_eps, vb.pp("output").pp("LayerNorm"))?,
             heads: c.num_attention_heads,
@@ -232,8 +290,12 @@ impl Bert {
             layers: std::thread::scope(|s| {
                 let loading: Vec<_> = (0..c.num_hidden_layers)
                     .map(|i| {
+                        let prev = match i {
+                            0 => vb.pp("embeddings").pp("LayerNorm"),
+                            _ => vb.pp(format!("encoder.layer.{}.output.LayerNorm", i - 1)),
+                        };
                         let vb = vb.pp("encoder").pp("layer").pp(i.to_string());
-                        s.spawn(move || Layer::load(vb, c, precision))
+                        s.spawn(move || Layer::load(vb, prev, c, precision))
                     })
                     .collect();
                 loading

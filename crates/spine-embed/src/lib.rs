@@ -454,12 +454,15 @@ mod tests {
 
     #[test]
     fn precision_setting_parses() {
-        for f32 in [None, Some(""), Some("f32")] {
-            assert_eq!(Precision::parse(f32).unwrap(), Precision::F32);
+        for auto in [None, Some(""), Some("auto")] {
+            assert_eq!(Precision::parse(auto).unwrap(), Precision::detect());
         }
+        assert_eq!(Precision::parse(Some("f32")).unwrap(), Precision::F32);
         assert_eq!(Precision::parse(Some("int8")).unwrap(), Precision::Int8);
+        let want = if Precision::int8_is_fast() { Precision::Int8 } else { Precision::F32 };
+        assert_eq!(Precision::detect(), want);
         let err = Precision::parse(Some("fp16")).unwrap_err().to_string();
-        assert!(err.contains("f32 or int8"), "{err}");
+        assert!(err.contains("auto, f32 or int8"), "{err}");
     }
 
     /// Int8 weights and activations stay within a hair of the f32 vectors: a query, prose,

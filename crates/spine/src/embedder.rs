@@ -119,16 +119,17 @@ pub struct EmbedderArgs {
     /// unset.
     #[arg(long, global = true, env = "SPINE_EMBED_DIMS")]
     pub embed_dims: Option<usize>,
-    /// Precision of the built-in model's matrix products: `f32` (the published weights as
-    /// they are) or `int8` (faster on CPUs with VNNI, slightly lower recall; README
+    /// Precision of the built-in model's matrix products: `auto` (int8 on CPUs with VNNI,
+    /// else f32), `f32` (the published weights as they are) or `int8` (README
     /// "Performance").
-    #[arg(long, global = true, env = "SPINE_EMBED_PRECISION", value_enum, default_value = "f32")]
+    #[arg(long, global = true, env = "SPINE_EMBED_PRECISION", value_enum, default_value = "auto")]
     pub embed_precision: PrecisionArg,
 }
 
 /// `--embed-precision`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PrecisionArg {
+    Auto,
     F32,
     Int8,
 }
@@ -136,6 +137,7 @@ pub enum PrecisionArg {
 impl PrecisionArg {
     fn precision(self) -> Precision {
         match self {
+            PrecisionArg::Auto => Precision::detect(),
             PrecisionArg::F32 => Precision::F32,
             PrecisionArg::Int8 => {
                 if !Precision::int8_is_fast() {
@@ -308,7 +310,7 @@ mod tests {
             embed_model: Some("nomic-embed-text".into()),
             embed_api_key: key.map(String::from),
             embed_dims: Some(768),
-            embed_precision: PrecisionArg::F32,
+            embed_precision: PrecisionArg::Auto,
         }
     }
 
