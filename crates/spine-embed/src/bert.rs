@@ -2,12 +2,14 @@
 //!
 //! Follows the Hugging Face `BertModel` layout and tensor names (with or without a `bert.`
 //! prefix): embeddings (word + position + token type, LayerNorm), then per layer
-//! self-attention with a padding mask, residual + LayerNorm, a GELU feed-forward, residual
+//! self-attention over each text's own tokens, residual + LayerNorm, a GELU feed-forward, residual
 //! + LayerNorm. Dropout is absent (inference).
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
-use candle_core::{DType, Module, Result, Tensor};
-use candle_nn::{Embedding, LayerNorm, VarBuilder};
+use candle_core::{Module, Result, Tensor};
+use candle_nn::{Embedding, VarBuilder};
+
+use crate::kernels::{self, Pool};
 use serde::Deserialize;
 
 /// The fields of `config.json` the encoder needs.
@@ -191,8 +193,23 @@ fn fused_qkv(
     )
 }
 
+/// A LayerNorm that adds a residual first (`kernels::add_layer_norm_`).
+struct LayerNorm {
+    /// (2, size): γ then β.
+    params: Tensor,
+    eps: f32,
+}
+
+impl LayerNorm {
+    /// `x ← LayerNorm(x + residual)`, in place on `x`, which must not be shared.
+    fn add_forward_(&self, x: &Tensor, residual: &Tensor, pool: Pool) -> Result<()> {
+        kernels::add_layer_norm_(x, residual, &self.params, self.eps, pool)
+    }
+}
+
 fn layer_norm(size: usize, eps: f64, vb: VarBuilder) -> Result<LayerNorm> {
-    Ok(LayerNorm::new(vb.get(size, "weight")?, vb.get(size, "bias")?, eps))
+    let params = Tensor::stack(&[vb.get(size, "weight")?, vb.get(size, "bias")?], 0)?;
+    Ok(LayerNorm { params, eps: eps as f32 })
 }
 
 struct Layer {
@@ -204,7 +221,6 @@ struct Layer {
     out: Linear,
     out_norm: LayerNorm,
     heads: usize,
-    head_dim: usize,
 }
 
 impl Layer {
@@ -227,27 +243,19 @@ impl Layer {
             out: linear(c.intermediate_size, h, vb.pp("output").pp("dense"), p)?,
             out_norm: layer_norm(h, c.layer_norm_eps, vb.pp("output").pp("LayerNorm"))?,
             heads: c.num_attention_heads,
-            head_dim,
         })
     }
 
-    /// `x`: (batch, seq, hidden); `bias`: (batch, 1, 1, seq) additive mask, `None` when no
-    /// text of the batch is padded.
-    fn forward(&self, x: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
-        let (b, s, h) = x.dims3()?;
-        // (b, s, 3, heads, head_dim) → (3, b, heads, s, head_dim)
-        let qkv = self.qkv.forward(x)?.reshape((b, s, 3, self.heads, self.head_dim))?;
-        let qkv = qkv.permute((2, 0, 3, 1, 4))?.contiguous()?;
-        let (q, k, v) = (qkv.get(0)?, qkv.get(1)?, qkv.get(2)?);
-        let mut scores = q.matmul(&k.t()?)?;
-        if let Some(bias) = bias {
-            scores = scores.broadcast_add(bias)?;
-        }
-        let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-        let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((b, s, h))?;
-        let x = self.attn_norm.forward(&(self.attn_out.forward(&ctx)? + x)?)?;
-        let ff = self.out.forward(&self.inter.forward(&x)?.gelu_erf()?)?;
-        self.out_norm.forward(&(ff + x)?)
+    /// `x`: (batch, seq, hidden); text `i` is its first `lengths[i]` tokens.
+    fn forward(&self, x: &Tensor, lengths: &[usize], pool: Pool) -> Result<Tensor> {
+        let ctx = kernels::attention(&self.qkv.forward(x)?, self.heads, lengths, pool)?;
+        let x1 = self.attn_out.forward(&ctx)?;
+        self.attn_norm.add_forward_(&x1, x, pool)?;
+        let inter = self.inter.forward(&x1)?;
+        kernels::gelu_erf_(&inter, pool)?;
+        let x2 = self.out.forward(&inter)?;
+        self.out_norm.add_forward_(&x2, &x1, pool)?;
+        Ok(x2)
     }
 }
 
@@ -258,6 +266,8 @@ pub struct Bert {
     token_type: Embedding,
     norm: LayerNorm,
     layers: Vec<Layer>,
+    /// Where the steps between products run: the pool of the products (`kernels::Pool`).
+    pool: Pool,
 }
 
 impl Bert {
@@ -305,28 +315,25 @@ impl Bert {
                     })
                     .collect::<Result<Vec<_>>>()
             })?,
+            pool: match precision {
+                Precision::F32 => Pool::Rayon,
+                Precision::Int8 => Pool::Barrier,
+            },
         })
     }
 
-    /// `ids`, `mask`: (batch, seq) u32; `padded`: whether any mask entry is 0. Returns the
-    /// last hidden state (batch, seq, hidden).
-    pub fn forward(&self, ids: &Tensor, mask: &Tensor, padded: bool) -> Result<Tensor> {
+    /// `ids`: (batch, seq) u32, text `i` its first `lengths[i]` tokens, padding after.
+    /// Returns the last hidden state (batch, seq, hidden); rows past a text's length are
+    /// not meaningful.
+    pub fn forward(&self, ids: &Tensor, lengths: &[usize]) -> Result<Tensor> {
         let (_, s) = ids.dims2()?;
         let positions = Tensor::arange(0u32, s as u32, ids.device())?.unsqueeze(0)?;
-        let types = ids.zeros_like()?;
-        let x = self
-            .word
-            .forward(ids)?
-            .broadcast_add(&self.position.forward(&positions)?)?
-            .add(&self.token_type.forward(&types)?)?;
-        let mut x = self.norm.forward(&x)?;
-        // 0 for real tokens, a large negative number for padding; none without padding.
-        let bias = match padded {
-            true => Some(((mask.to_dtype(DType::F32)? - 1.0)? * 1e4)?.unsqueeze(1)?.unsqueeze(1)?),
-            false => None,
-        };
+        let x = self.word.forward(ids)?.broadcast_add(&self.position.forward(&positions)?)?;
+        let types = self.token_type.forward(&ids.zeros_like()?)?;
+        self.norm.add_forward_(&x, &types, self.pool)?;
+        let mut x = x;
         for layer in &self.layers {
-            x = layer.forward(&x, bias.as_ref())?;
+            x = layer.forward(&x, lengths, self.pool)?;
         }
         Ok(x)
     }

@@ -19,6 +19,7 @@ mod batch;
 mod bert;
 mod cache;
 pub mod http;
+mod kernels;
 mod openai;
 
 pub use batch::{BatchingEmbedder, MAX_BATCH_TEXTS, WORKER_NICE, lower_priority};
@@ -313,9 +314,9 @@ impl BuiltinEmbedder {
         let ids = Tensor::from_vec(ids, (rows, cols), &Device::Cpu).map_err(infer)?;
         let mask = Tensor::from_vec(mask, (rows, cols), &Device::Cpu).map_err(infer)?;
         let span = tracing::trace_span!("embed.forward").entered();
-        let padded = encodings.iter().any(|e| e.get_ids().len() < cols);
+        let lengths: Vec<usize> = encodings.iter().map(|e| e.get_ids().len()).collect();
         // (rows, cols, dims)
-        let hidden = self.model.forward(&ids, &mask, padded).map_err(infer)?;
+        let hidden = self.model.forward(&ids, &lengths).map_err(infer)?;
         drop(span);
         let _span = tracing::trace_span!("embed.pool").entered();
 
