@@ -20,7 +20,10 @@ measures and prints them, it does not judge them. It:
    Half of the updates replace the content (re-embedded, `update_memory (content)`), the
    others change only the tags (nothing to embed, `update_memory`);
 4. prints calls/s, failures per tool and the first messages, p50/p95/p99 per tool, the p50
-   of every call that embeds nothing, the server's peak RSS (VmHWM) and the CPU time of the
+   of every call that embeds nothing, the same inside the server (its own call-duration
+   histogram on GET /metrics, which leaves out the time a call waits in this client: one
+   Python process, which on 2 cores saturates near 100-150 calls/s and then queues the
+   calls of 50 sessions for hundreds of ms), the server's peak RSS (VmHWM) and the CPU time of the
    server, of this client (both share the machine) and of every other process (a build or
    test running meanwhile skews the figures), then the same figures as one JSON line.
 
@@ -40,6 +43,7 @@ import json
 import logging
 import os
 import random
+import re
 import resource
 import shutil
 import signal
@@ -70,6 +74,8 @@ if os.environ.get("BENCH_MIX"):
 CONTENT_UPDATES = 0.5  # the share of update_memory calls that replace the content
 # Labels of the calls that embed nothing (update_memory: tags only, same content).
 NO_EMBED = ("get_memory", "list_memory", "update_memory", "archive_memory")
+# The server's histogram has one label for both kinds of update: those it leaves out.
+SERVER_NO_EMBED = ("get_memory", "list_memory", "archive_memory")
 LABELS = ["search_memory", "store_memory", "get_memory", "list_memory", "update_memory",
           "update_memory (content)", "archive_memory"]
 SHOW_ERRORS = 5
@@ -168,6 +174,61 @@ def wait_healthy(port, proc, timeout=60):
             if time.time() > deadline:
                 raise RuntimeError(f"spine serve did not answer /healthz within {timeout} s")
             time.sleep(0.1)
+
+
+BUCKET = re.compile(r'^spine_call_duration_seconds_bucket\{(.*)\} (\S+)$')
+
+
+def server_buckets(port):
+    """{tool: [(upper bound s, cumulative count)]} of the server's own call durations
+    (`spine_call_duration_seconds` on GET /metrics, MCP lane), or None if unreadable."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    out = collections.defaultdict(list)
+    for line in text.splitlines():
+        m = BUCKET.match(line)
+        if not m:
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        if labels.get("lane") == "mcp":
+            out[labels["tool"]].append((float(labels["le"]), float(m.group(2))))
+    return {tool: sorted(b) for tool, b in out.items()}
+
+
+def bucket_diff(after, before, tools):
+    """The buckets of `tools` summed, counting only calls between the two scrapes."""
+    total = collections.Counter()
+    for tool in tools:
+        for le, n in after.get(tool, []):
+            total[le] += n
+        for le, n in (before or {}).get(tool, []):
+            total[le] -= n
+    return sorted(total.items())
+
+
+def bucket_quantile(buckets, p):
+    """Prometheus' histogram_quantile: linear within the bucket holding the p-th call."""
+    count = buckets[-1][1] if buckets else 0
+    if count <= 0:
+        return None
+    rank, lower, below = p * count, 0.0, 0.0
+    for le, n in buckets:
+        if n >= rank:
+            if le == float("inf"):
+                return lower * 1e3
+            return (lower + (le - lower) * (rank - below) / max(n - below, 1e-9)) * 1e3
+        lower, below = le, n
+    return None
+
+
+def share_within(buckets, seconds_bound):
+    """The share of calls that took at most `seconds_bound` (a bucket bound, so exact)."""
+    count = buckets[-1][1] if buckets else 0
+    n = next((n for le, n in buckets if abs(le - seconds_bound) < 1e-12), None)
+    return None if not count or n is None else n / count
 
 
 def describe(e):
@@ -351,7 +412,7 @@ async def run_session(k, url, load, ready, go, outcome):
         ready()
 
 
-async def bench(url, load, pid):
+async def bench(url, port, load, pid):
     await seed(url, load, seed_records)
     rss_seeded = proc_status(pid, "VmHWM")
     outcome = {"connected": 0, "broken": 0, "messages": []}
@@ -370,6 +431,7 @@ async def bench(url, load, pid):
     except asyncio.TimeoutError:
         pass
     connect_secs = time.perf_counter() - t
+    buckets0 = server_buckets(port)
     cpu0, server_cpu0, machine0 = own_cpu(), proc_cpu(pid), machine_cpu()
     start = time.perf_counter()
     load.deadline = start + seconds
@@ -380,6 +442,7 @@ async def bench(url, load, pid):
     # Up to the end of the last call, not of the sessions' teardown (DELETE /mcp).
     elapsed = max(load.last_end, load.deadline) - start
     server_cpu1, machine1 = proc_cpu(pid), machine_cpu()
+    buckets1 = server_buckets(port)
     client_cpu = own_cpu() - cpu0
     server_cpu = None if server_cpu0 is None or server_cpu1 is None else server_cpu1 - server_cpu0
     others = None
@@ -394,6 +457,7 @@ async def bench(url, load, pid):
         "server_cpu": server_cpu,
         "others_cpu": others,
         "rss_seeded": rss_seeded,
+        "server_buckets": None if buckets0 is None or buckets1 is None else (buckets0, buckets1),
     }
 
 
@@ -420,6 +484,23 @@ def report(load, r, peak_rss):
               f"{q(xs, .5):>9.1f}{q(xs, .95):>9.1f}{q(xs, .99):>9.1f}")
     print(f"calls that embed nothing ({', '.join(NO_EMBED)}): {len(no_embed)}, "
           f"p50 {q(no_embed, .5):.1f} ms, p95 {q(no_embed, .95):.1f} ms")
+    server_side = {}
+    if r["server_buckets"] is not None:
+        before, after = r["server_buckets"]
+        print("inside the server (spine_call_duration_seconds from GET /metrics: from the "
+              "tool's dispatch to its result, so without HTTP framing and the client's "
+              "queueing; p50 interpolated within histogram buckets):")
+        for name, group, bound in [("search_memory", ["search_memory"], 0.25),
+                                   ("store_memory", ["store_memory"], 0.25),
+                                   ("get/list/archive (embed nothing)", SERVER_NO_EMBED, 0.01)]:
+            b = bucket_diff(after, before, group)
+            p50, within = bucket_quantile(b, .5), share_within(b, bound)
+            server_side[name] = {"p50_ms": None if p50 is None else round(p50, 1),
+                                 f"within_{bound * 1e3:g}ms": None if within is None
+                                 else round(within, 3)}
+            p50s = "n/a" if p50 is None else f"{p50:.1f} ms"
+            withins = "n/a" if within is None else f"{within:.0%}"
+            print(f"  {name}: p50 {p50s}, {withins} within {bound * 1e3:g} ms")
     rss = "unknown" if peak_rss is None else f"{peak_rss:.0f} MB"
     seeded = "unknown" if r["rss_seeded"] is None else f"{r['rss_seeded']:.0f} MB"
     server_cpu, others = r["server_cpu"], r["others_cpu"]
@@ -446,6 +527,7 @@ def report(load, r, peak_rss):
         "others_cpu_s": None if others is None else round(others, 1),
         "broken_sessions": o["broken"], "sdk_warnings": sum(SDK_WARNINGS.seen.values()),
         "tools": tools,
+        "server_side": server_side,
     }))
 
 
@@ -485,7 +567,7 @@ def main():
                  "--listen", f"127.0.0.1:{port}"],
                 env=ENV, stdout=log, stderr=subprocess.STDOUT)
         wait_healthy(port, proc)
-        r = asyncio.run(bench(f"http://127.0.0.1:{port}/mcp", load, proc.pid))
+        r = asyncio.run(bench(f"http://127.0.0.1:{port}/mcp", port, load, proc.pid))
         peak_rss = proc_status(proc.pid, "VmHWM")
         if proc.poll() is not None:
             print(f"spine serve exited with {proc.returncode} during the run")
