@@ -135,54 +135,84 @@ impl candle_core::CustomOp1 for Attention {
                 // columns) is written by no other unit.
                 unsafe {
                     // scores = q · kᵀ (l × l)
-                    gemm::gemm(
+                    product(
                         l,
                         l,
                         d,
                         scores.as_mut_ptr(),
-                        1,
-                        l as isize,
-                        false,
+                        l,
                         q.as_ptr(),
                         1,
                         row,
                         k.as_ptr(),
                         row,
                         1,
-                        0.0,
-                        1.0,
-                        false,
-                        false,
-                        false,
-                        gemm::Parallelism::None,
                     );
                     scores.chunks_exact_mut(l).for_each(softmax_row);
                     // context = scores · v (l × d), into columns j·d.. of text i's rows
-                    gemm::gemm(
+                    product(
                         l,
                         d,
                         l,
                         dst.get().add(i * s * h + j * d),
-                        1,
-                        h as isize,
-                        false,
+                        h,
                         scores.as_ptr(),
                         1,
                         l as isize,
                         v.as_ptr(),
                         1,
                         row,
-                        0.0,
-                        1.0,
-                        false,
-                        false,
-                        false,
-                        gemm::Parallelism::None,
                     );
                 }
             }
         });
         Ok((CpuStorage::F32(out), Shape::from((b, s, h))))
+    }
+}
+
+/// `dst (m × n, rows dst_row apart) = lhs (m × k) · rhs (k × n)`, each operand given by its
+/// column and row strides, on the calling thread.
+///
+/// # Safety
+/// Every element the strides reach must lie inside its buffer, and `dst`'s must not alias
+/// the operands.
+#[allow(clippy::too_many_arguments)]
+unsafe fn product(
+    m: usize,
+    n: usize,
+    k: usize,
+    dst: *mut f32,
+    dst_row: usize,
+    lhs: *const f32,
+    lhs_cs: isize,
+    lhs_rs: isize,
+    rhs: *const f32,
+    rhs_cs: isize,
+    rhs_rs: isize,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst,
+            1,
+            dst_row as isize,
+            false,
+            lhs,
+            lhs_cs,
+            lhs_rs,
+            rhs,
+            rhs_cs,
+            rhs_rs,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        )
     }
 }
 
