@@ -6,8 +6,12 @@
 //! + LayerNorm. Dropout is absent (inference).
 
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
-use candle_core::{CpuStorage, Module, Result, Tensor};
+use candle_core::{Module, Result, Tensor};
 use candle_nn::{Embedding, VarBuilder};
+use rten_gemm::{
+    BiasVector, GemmExecutor, GemmInputA, GemmInputB, GemmUninitOptions, PackedBMatrix,
+};
+use rten_tensor::NdTensorView;
 
 use crate::kernels::{self, Pool};
 use serde::Deserialize;
@@ -87,14 +91,21 @@ impl Precision {
 const INT8_BLOCK: usize = 256;
 
 enum Weights {
-    /// Kept transposed, `(in, out)` and contiguous: `candle_nn::Linear` multiplies by the
-    /// `(out, in)` weight viewed transposed, which makes `gemm` repack the whole weight
-    /// matrix on every call; for the few-token inputs of sentence embedding that repacking
-    /// costs about as much as the arithmetic.
-    F32(Tensor),
+    /// Packed once at load into the panels rten-gemm's kernel reads (`prepack_b`), with the
+    /// bias added by the same call. `gemm` (candle's matmul) reads an unpacked weight matrix
+    /// with a stride of a whole row per step of the inner dimension: for the few tokens of a
+    /// query that walk through 42 MB of weights is memory-bound, and a pass took 16 ms where
+    /// the packed weights take 4 (README "Performance").
+    F32 { packed: PackedBMatrix<f32>, bias: Vec<f32> },
     /// `(out, padded_in)` quantised, `in` padded with zero columns to a multiple of
     /// [`INT8_BLOCK`] (the inputs are padded alike: the products are unchanged).
-    Int8 { matmul: QMatMul, padded_in: usize, inv_scale: Option<Tensor> },
+    Int8 { matmul: QMatMul, padded_in: usize, inv_scale: Option<Tensor>, bias: Tensor },
+}
+
+thread_local! {
+    /// rten-gemm's f32 executor (the best kernel this CPU has; it is not `Send`, hence one
+    /// per thread: making one only checks the CPU's features).
+    static F32_GEMM: GemmExecutor<f32> = GemmExecutor::default();
 }
 
 /// How far each channel of a LayerNorm's output reaches, estimated from its parameters:
@@ -112,7 +123,7 @@ const SMOOTHING: f64 = 0.5;
 /// A dense layer.
 struct Linear {
     weights: Weights,
-    bias: Tensor,
+    out: usize,
 }
 
 impl Linear {
@@ -127,8 +138,19 @@ impl Linear {
         precision: Precision,
         range: Option<Tensor>,
     ) -> Result<Linear> {
+        let out = weight.dims2()?.0;
         let weights = match precision {
-            Precision::F32 => Weights::F32(transposed(&weight)?),
+            Precision::F32 => {
+                let (n, k) = weight.dims2()?;
+                let packed = kernels::with_f32(&weight, |w| -> Result<_> {
+                    // The stored `(out, in)` matrix read as `(in, out)`: packing reads it
+                    // in whatever order it is laid out.
+                    let w_t = NdTensorView::from_data_with_strides([k, n], w, [1, k])
+                        .map_err(|e| candle_core::Error::Msg(format!("a weight's shape: {e}")))?;
+                    Ok(F32_GEMM.with(|g| g.prepack_b(w_t)))
+                })??;
+                Weights::F32 { packed, bias: bias.to_vec1()? }
+            }
             Precision::Int8 => {
                 let (_, k) = weight.dims2()?;
                 let (weight, inv_scale) = match range {
@@ -143,42 +165,49 @@ impl Linear {
                 let padded_in = k.next_multiple_of(INT8_BLOCK);
                 let weight = weight.pad_with_zeros(1, 0, padded_in - k)?;
                 let q = QTensor::quantize(&weight, GgmlDType::Q8_0)?;
-                Weights::Int8 { matmul: QMatMul::from_qtensor(q)?, padded_in, inv_scale }
+                Weights::Int8 { matmul: QMatMul::from_qtensor(q)?, padded_in, inv_scale, bias }
             }
         };
-        Ok(Linear { weights, bias })
+        Ok(Linear { weights, out })
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let (b, s, k) = x.dims3()?;
         let x = x.reshape((b * s, k))?;
-        let y = match &self.weights {
-            Weights::F32(weight_t) => x.matmul(weight_t)?,
-            Weights::Int8 { matmul, padded_in, inv_scale } => {
+        match &self.weights {
+            Weights::F32 { packed, bias } => {
+                let mut y = Vec::with_capacity(b * s * self.out);
+                kernels::with_f32(&x, |x| -> Result<()> {
+                    let x = NdTensorView::from_data([b * s, k], x);
+                    let options = GemmUninitOptions {
+                        bias: Some(BiasVector::Row(bias)),
+                        ..Default::default()
+                    };
+                    F32_GEMM.with(|g| {
+                        g.gemm_uninit(
+                            y.spare_capacity_mut(),
+                            GemmInputA::Unpacked(x),
+                            GemmInputB::Packed(packed),
+                            options,
+                        )
+                        .map_err(|e| candle_core::Error::Msg(format!("a dense layer: {e}")))
+                    })?;
+                    Ok(())
+                })??;
+                // SAFETY: `gemm_uninit` succeeded, and it writes every element of its output.
+                unsafe { y.set_len(b * s * self.out) };
+                Tensor::from_vec(y, (b, s, self.out), x.device())
+            }
+            Weights::Int8 { matmul, padded_in, inv_scale, bias } => {
                 let x = match inv_scale {
                     Some(inv_scale) => x.broadcast_mul(inv_scale)?,
                     None => x,
                 };
-                matmul.forward(&x.pad_with_zeros(1, 0, padded_in - k)?)?
+                let y = matmul.forward(&x.pad_with_zeros(1, 0, padded_in - k)?)?;
+                y.broadcast_add(bias)?.reshape((b, s, ()))
             }
-        };
-        y.broadcast_add(&self.bias)?.reshape((b, s, ()))
+        }
     }
-}
-
-/// `(rows, cols)` → `(cols, rows)`, contiguous: a cache-blocked copy (the `transpose`
-/// crate), where candle's strided copy was a fifth of the model's load time.
-fn transposed(weight: &Tensor) -> Result<Tensor> {
-    let (rows, cols) = weight.dims2()?;
-    let (storage, layout) = weight.storage_and_layout();
-    let (candle_core::Storage::Cpu(CpuStorage::F32(data)), Some((start, end))) =
-        (&*storage, layout.contiguous_offsets())
-    else {
-        candle_core::bail!("a weight that is not contiguous f32 on the CPU");
-    };
-    let mut out = vec![0f32; rows * cols];
-    transpose::transpose(&data[start..end], &mut out, cols, rows);
-    Tensor::from_vec(out, (cols, rows), weight.device())
 }
 
 fn linear(in_dim: usize, out_dim: usize, vb: VarBuilder, precision: Precision) -> Result<Linear> {

@@ -264,6 +264,17 @@ impl candle_core::InplaceOp3 for AddLayerNorm {
     }
 }
 
+/// Runs `f` on the f32 values of a contiguous CPU tensor.
+pub(crate) fn with_f32<R>(t: &Tensor, f: impl FnOnce(&[f32]) -> R) -> Result<R> {
+    let (storage, layout) = t.storage_and_layout();
+    let (candle_core::Storage::Cpu(CpuStorage::F32(data)), Some((start, end))) =
+        (&*storage, layout.contiguous_offsets())
+    else {
+        candle_core::bail!("a tensor that is not contiguous f32 on the CPU");
+    };
+    Ok(f(&data[start..end]))
+}
+
 /// The f32 slice a contiguous CPU tensor's layout covers.
 fn contiguous_f32<'a>(
     storage: &'a mut CpuStorage,
