@@ -1,7 +1,9 @@
 //! Measures load time and embedding throughput of the built-in model, alone and with
 //! concurrent callers sharing passes through a [`BatchingEmbedder`]:
 //! `cargo run --release -p spine-embed --example throughput`. With `-- queries`, it only
-//! embeds 2,000 queries one at a time (a steady load to profile, e.g. under `perf record`).
+//! embeds 2,000 queries one at a time (a steady load to profile, e.g. under `perf record`);
+//! with `-- load`, it loads the model 20 more times and prints the median and the range
+//! (load time varies from run to run with the page cache and the other thread's timing).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -58,6 +60,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let model = Arc::new(BuiltinEmbedder::load(&default_model_dir())?);
     println!("load: {:.0} ms", started.elapsed().as_secs_f64() * 1e3);
+
+    if std::env::args().nth(1).as_deref() == Some("load") {
+        drop(model);
+        let mut ms: Vec<f64> = (0..20)
+            .map(|_| {
+                let started = Instant::now();
+                drop(BuiltinEmbedder::load(&default_model_dir()).expect("load"));
+                started.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        println!("load, 20 times: median {:.0} ms, {:.0}–{:.0} ms", ms[10], ms[0], ms[19]);
+        return Ok(());
+    }
 
     let docs: Vec<String> = (0..96).map(document).collect();
     let queries: Vec<String> = (0..192).map(query).collect();
