@@ -9,11 +9,13 @@ use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{Module, Result, Tensor};
 use candle_nn::{Embedding, VarBuilder};
 use rten_gemm::{
-    BiasVector, GemmExecutor, GemmInputA, GemmInputB, GemmUninitOptions, PackedBMatrix,
+    BiasVector, GemmExecutor, GemmInputA, GemmInputB, GemmUninitOptions, PackedBMatrix, QuantParams,
 };
 use rten_tensor::NdTensorView;
 
 use crate::kernels::{self, Pool};
+use multiversion::multiversion;
+use rayon::prelude::*;
 use serde::Deserialize;
 
 /// The fields of `config.json` the encoder needs.
@@ -40,8 +42,10 @@ pub enum Precision {
     /// 8 bits per 256 after SmoothQuant-style per-channel smoothing (`Linear::new`),
     /// multiplied by candle's VNNI kernels (`vpdpbusd`): a short query ~2× and a
     /// 460-character note ~1.3× faster on a CPU with AVX-512 VNNI or AVX-VNNI, with the
-    /// same retrieval quality (README "Performance"). Without VNNI candle has no fast kernel
-    /// for it and it is slower than f32.
+    /// same retrieval quality (README "Performance"). Without VNNI, where candle has no
+    /// fast int8 kernel, it runs on rten-gemm's instead ([`Weights::Int8Packed`]): faster
+    /// than f32 too, but with 7-bit weights and a slightly lower recall, so `auto` does not
+    /// choose it there (docs/embeddings.md).
     Int8,
 }
 
@@ -97,12 +101,27 @@ enum Weights {
     /// query that walk through 42 MB of weights is memory-bound, and a pass took 16 ms where
     /// the packed weights take 4 (README "Performance").
     F32 { packed: PackedBMatrix<f32>, bias: Vec<f32> },
+    /// 8-bit integer products through rten-gemm (`u8` activations × `i8` weights → `i32`):
+    /// weights quantised per output channel to 7 bits (±63: AVX2's `vpmaddubsw` adds two
+    /// products into 16 bits, which 8-bit weights times 8-bit activations could overflow; with
+    /// 7 the sums are exact on every kernel, VNNI or not), activations per row to 8 bits
+    /// with a zero point, after the same SmoothQuant smoothing as `Int8`.
+    Int8Packed {
+        packed: PackedBMatrix<i8>,
+        /// Per output channel: the weight scale.
+        scale: Vec<f32>,
+        /// Per input channel: `1/s` of the smoothing, if any.
+        inv_smooth: Option<Vec<f32>>,
+        bias: Vec<f32>,
+    },
     /// `(out, padded_in)` quantised, `in` padded with zero columns to a multiple of
     /// [`INT8_BLOCK`] (the inputs are padded alike: the products are unchanged).
     Int8 { matmul: QMatMul, padded_in: usize, inv_scale: Option<Tensor>, bias: Tensor },
 }
 
 thread_local! {
+    /// rten-gemm's int8 executor (`u8` × `i8` → `i32`), as [`F32_GEMM`].
+    static INT8_GEMM: GemmExecutor<u8, i8, i32> = GemmExecutor::default();
     /// rten-gemm's f32 executor (the best kernel this CPU has; it is not `Send`, hence one
     /// per thread: making one only checks the CPU's features).
     static F32_GEMM: GemmExecutor<f32> = GemmExecutor::default();
@@ -120,6 +139,26 @@ fn layer_norm_range(vb: &VarBuilder, h: usize) -> Result<Tensor> {
 /// weights (0.5 shares it evenly).
 const SMOOTHING: f64 = 0.5;
 
+/// SmoothQuant without calibration data: the weight columns multiplied by
+/// `s = √(range / max|weight column|)` per input channel, and `1/s` to divide the inputs by,
+/// which leaves the product unchanged and evens out the ranges the two quantisations see.
+fn smooth(weight: Tensor, range: Tensor) -> Result<(Tensor, Tensor)> {
+    let reach = range.clamp(1e-5, f32::MAX)?.powf(SMOOTHING)?;
+    let column = weight.abs()?.max(0)?.clamp(1e-5, f32::MAX)?;
+    let s = (reach / column.powf(1.0 - SMOOTHING)?)?.clamp(1e-2, 1e2)?;
+    Ok((weight.broadcast_mul(&s.unsqueeze(0)?)?, s.recip()?))
+}
+
+/// Whether int8 runs on rten-gemm's kernels ([`Weights::Int8Packed`]): on CPUs without
+/// VNNI, for which candle has no fast int8 kernel. With VNNI, candle's `Q8_0` kernels, whose
+/// speed and quality were measured on such a CPU (README "Performance").
+fn int8_packed() -> bool {
+    !Precision::int8_is_fast()
+}
+
+/// The largest magnitude of a quantised weight of [`Weights::Int8Packed`] (7 bits).
+const WEIGHT_LEVELS: f32 = 63.0;
+
 /// A dense layer.
 struct Linear {
     weights: Weights,
@@ -127,6 +166,35 @@ struct Linear {
 }
 
 impl Linear {
+    /// As the int8 case of [`Linear::new`], for rten-gemm's integer kernels
+    /// ([`Weights::Int8Packed`]).
+    fn int8_packed(weight: Tensor, bias: Tensor, range: Option<Tensor>) -> Result<Linear> {
+        let (out, k) = weight.dims2()?;
+        let (weight, inv_smooth) = match range {
+            Some(range) => {
+                let (weight, inv) = smooth(weight, range)?;
+                (weight, Some(inv.to_vec1::<f32>()?))
+            }
+            None => (weight, None),
+        };
+        let rows = weight.to_vec2::<f32>()?;
+        let mut q = vec![0i8; out * k];
+        let mut scale = vec![0f32; out];
+        for (o, row) in rows.iter().enumerate() {
+            let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let s = if max > 0.0 { max / WEIGHT_LEVELS } else { 1.0 };
+            scale[o] = s;
+            for (i, v) in row.iter().enumerate() {
+                // (in, out): column o of the matrix the product multiplies by.
+                q[i * out + o] = (v / s).round().clamp(-WEIGHT_LEVELS, WEIGHT_LEVELS) as i8;
+            }
+        }
+        let q = NdTensorView::from_data([k, out], q.as_slice());
+        let packed = INT8_GEMM.with(|g| g.prepack_b(q));
+        let bias = bias.to_vec1()?;
+        Ok(Linear { weights: Weights::Int8Packed { packed, scale, inv_smooth, bias }, out })
+    }
+
     /// `weight`: `(out, in)`, as stored; `range`: each input channel's estimated reach, when
     /// known, to smooth int8 quantisation with (SmoothQuant, without calibration data): the
     /// inputs are divided per channel by `s = √(range / max|weight column|)` and the weight
@@ -151,14 +219,13 @@ impl Linear {
                 })??;
                 Weights::F32 { packed, bias: bias.to_vec1()? }
             }
+            Precision::Int8 if int8_packed() => return Self::int8_packed(weight, bias, range),
             Precision::Int8 => {
                 let (_, k) = weight.dims2()?;
                 let (weight, inv_scale) = match range {
                     Some(range) => {
-                        let reach = range.clamp(1e-5, f32::MAX)?.powf(SMOOTHING)?;
-                        let column = weight.abs()?.max(0)?.clamp(1e-5, f32::MAX)?;
-                        let s = (reach / column.powf(1.0 - SMOOTHING)?)?.clamp(1e-2, 1e2)?;
-                        (weight.broadcast_mul(&s.unsqueeze(0)?)?, Some(s.recip()?))
+                        let (weight, inv) = smooth(weight, range)?;
+                        (weight, Some(inv))
                     }
                     None => (weight, None),
                 };
@@ -198,6 +265,45 @@ impl Linear {
                 unsafe { y.set_len(b * s * self.out) };
                 Tensor::from_vec(y, (b, s, self.out), x.device())
             }
+            Weights::Int8Packed { packed, scale, inv_smooth, bias } => {
+                let (rows, n) = (b * s, self.out);
+                let mut q = vec![0u8; rows * k];
+                let mut row_scale = vec![0f32; rows];
+                kernels::with_f32(&x, |x| {
+                    let inv = inv_smooth.as_deref();
+                    q.par_chunks_mut(k)
+                        .zip(x.par_chunks(k))
+                        .zip(row_scale.par_iter_mut())
+                        .with_min_len(8)
+                        .for_each(|((q, row), scale)| *scale = quantize_row(row, inv, q));
+                })?;
+                let zero = vec![ACTIVATION_ZERO; rows];
+                let mut acc = Vec::with_capacity(rows * n);
+                let a = NdTensorView::from_data([rows, k], q.as_slice());
+                INT8_GEMM.with(|g| {
+                    g.gemm_uninit(
+                        acc.spare_capacity_mut(),
+                        GemmInputA::Unpacked(a),
+                        GemmInputB::Packed(packed),
+                        GemmUninitOptions {
+                            a_quant: Some(QuantParams { zero_point: &zero }),
+                            ..Default::default()
+                        },
+                    )
+                    .map_err(|e| candle_core::Error::Msg(format!("a dense layer: {e}")))
+                })?;
+                // SAFETY: `gemm_uninit` succeeded, and it writes every element of its output.
+                unsafe { acc.set_len(rows * n) };
+                let mut y = vec![0f32; rows * n];
+                y.par_chunks_mut(n)
+                    .zip(acc.par_chunks(n))
+                    .zip(row_scale.par_iter())
+                    .with_min_len(8)
+                    .for_each(|((y, acc), row_scale)| {
+                        dequantize_row(acc, *row_scale, scale, bias, y)
+                    });
+                Tensor::from_vec(y, (b, s, n), x.device())
+            }
             Weights::Int8 { matmul, padded_in, inv_scale, bias } => {
                 let x = match inv_scale {
                     Some(inv_scale) => x.broadcast_mul(inv_scale)?,
@@ -207,6 +313,38 @@ impl Linear {
                 y.broadcast_add(bias)?.reshape((b, s, ()))
             }
         }
+    }
+}
+
+/// The zero point of every quantised activation: they are symmetric around it, ±127.
+/// (rten-gemm 0.27 mishandles zero points that differ from row to row past its first tile
+/// of rows, checked by `int8_packed_rows_past_the_first_tile`.)
+const ACTIVATION_ZERO: u8 = 128;
+
+/// `row` (times `inv_smooth` per channel, if given) quantised to `out` as `u8` around
+/// [`ACTIVATION_ZERO`]: returns the scale (`value ≈ scale · (q − zero)`).
+#[multiversion(targets("x86_64+avx512f+avx512vl", "x86_64+avx2+fma", "aarch64+neon"))]
+fn quantize_row(row: &[f32], inv_smooth: Option<&[f32]>, out: &mut [u8]) -> f32 {
+    let mut reach = [0f32; 8];
+    let value = |i: usize| inv_smooth.map_or(row[i], |s| row[i] * s[i]);
+    for i in 0..row.len() {
+        reach[i % 8] = reach[i % 8].max(value(i).abs());
+    }
+    let max = reach.into_iter().fold(0f32, f32::max);
+    let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+    let (inv, offset) = (1.0 / scale, ACTIVATION_ZERO as f32 + 0.5);
+    for (i, q) in out.iter_mut().enumerate() {
+        // Within [1.5, 255.5]: truncating rounds.
+        *q = (value(i) * inv + offset) as u8;
+    }
+    scale
+}
+
+/// `y = acc · row_scale · scale + bias`, per output channel.
+#[multiversion(targets("x86_64+avx512f+avx512vl", "x86_64+avx2+fma", "aarch64+neon"))]
+fn dequantize_row(acc: &[i32], row_scale: f32, scale: &[f32], bias: &[f32], y: &mut [f32]) {
+    for (((y, a), s), b) in y.iter_mut().zip(acc).zip(scale).zip(bias) {
+        *y = *a as f32 * (row_scale * s) + b;
     }
 }
 
@@ -360,8 +498,8 @@ impl Bert {
                     .collect::<Result<Vec<_>>>()
             })?,
             pool: match precision {
-                Precision::F32 => Pool::Rayon,
-                Precision::Int8 => Pool::Barrier,
+                Precision::Int8 if !int8_packed() => Pool::Barrier,
+                _ => Pool::Rayon,
             },
         })
     }
@@ -380,5 +518,48 @@ impl Bert {
             x = layer.forward(&x, lengths, self.pool)?;
         }
         Ok(x)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use candle_core::Device;
+
+    /// rten-gemm's int8 product against the plain f32 one, within the bound the two
+    /// quantisations allow, on 40 rows (past the kernels' first tile of rows: rten-gemm
+    /// 0.27 got rows past it wrong when their zero points differed) and an outlier channel.
+    #[test]
+    fn int8_packed_matches_the_f32_product_within_its_quantisation() -> Result<()> {
+        let (rows, k, n) = (40, 96, 48);
+        let w: Vec<f32> = (0..n * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
+        let x: Vec<f32> = (0..rows * k)
+            .map(|i| ((i * 53 % 89) as f32 - 44.0) / 10.0 * if i % k == 3 { 8.0 } else { 1.0 })
+            .collect();
+        let bias: Vec<f32> = (0..n).map(|i| i as f32 / 10.0).collect();
+        let cpu = &Device::Cpu;
+        let weight = Tensor::from_vec(w.clone(), (n, k), cpu)?;
+        let layer = Linear::int8_packed(weight, Tensor::from_vec(bias.clone(), n, cpu)?, None)?;
+        let y = layer.forward(&Tensor::from_vec(x.clone(), (2, rows / 2, k), cpu)?)?;
+        assert_eq!(y.dims(), [2, rows / 2, n]);
+        let y = y.flatten_all()?.to_vec1::<f32>()?;
+        let max = |v: &[f32]| v.iter().fold(0f32, |m, a| m.max(a.abs()));
+        for r in 0..rows {
+            let xr = &x[r * k..(r + 1) * k];
+            let dx = max(xr) / 127.0 / 2.0;
+            for o in 0..n {
+                let wo = &w[o * k..(o + 1) * k];
+                let dw = max(wo) / WEIGHT_LEVELS / 2.0;
+                let want: f32 = xr.iter().zip(wo).map(|(a, b)| a * b).sum::<f32>() + bias[o];
+                let bound: f32 =
+                    xr.iter().zip(wo).map(|(a, b)| a.abs() * dw + b.abs() * dx + dx * dw).sum();
+                let got = y[r * n + o];
+                assert!(
+                    (got - want).abs() <= bound * 1.01 + 1e-4,
+                    "row {r}, output {o}: {got} vs {want} (bound {bound})"
+                );
+            }
+        }
+        Ok(())
     }
 }

@@ -482,6 +482,8 @@ mod tests {
             "x",
         ];
         let exact = f32_model().embed(&texts).unwrap();
+        // Without VNNI the weights have 7 bits instead of 8 (`Precision::Int8`).
+        let floor = if Precision::int8_is_fast() { 0.99 } else { 0.985 };
         let mut worst = 1f32;
         for (together, alone) in [(int8.embed(&texts).unwrap(), false), (Vec::new(), true)] {
             for (i, want) in exact.iter().enumerate() {
@@ -492,7 +494,7 @@ mod tests {
                 };
                 let c = cosine(&got, want);
                 worst = worst.min(c);
-                assert!(c > 0.99, "text {i}: cosine {c} to the f32 vector");
+                assert!(c > floor, "text {i}: cosine {c} to the f32 vector");
             }
         }
         eprintln!("int8 vs f32: worst cosine {worst}");
