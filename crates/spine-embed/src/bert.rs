@@ -105,7 +105,7 @@ enum Weights {
     /// weights quantised per output channel to 7 bits (±63: AVX2's `vpmaddubsw` adds two
     /// products into 16 bits, which 8-bit weights times 8-bit activations could overflow; with
     /// 7 the sums are exact on every kernel, VNNI or not), activations per row to 8 bits
-    /// with a zero point, after the same SmoothQuant smoothing as `Int8`.
+    /// around [`ACTIVATION_ZERO`], after the same SmoothQuant smoothing as `Int8`.
     Int8Packed {
         packed: PackedBMatrix<i8>,
         /// Per output channel: the weight scale.
