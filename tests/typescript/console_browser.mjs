@@ -366,11 +366,22 @@ async function oidc(browser) {
   await page.getByRole('button', { name: 'Sign in' }).waitFor();
   check((await text(page, 'main .error')) === 'Your session expired. Sign in again.', 'expired session');
   await page.unroute('**/spine.v1.MemoryService/**');
-  // Sign out forgets the token.
+  // Sign out forgets the token, even while the page's calls are still on their way: their
+  // late answers must not draw the page over the sign-in one (they did, under load).
+  let release;
+  const gate = new Promise((ok) => { release = ok; });
+  await page.route('**/spine.v1.MemoryService/**', async (r) => { await gate; await r.continue(); });
   await signIn(page, 'bob@example.com');
   await page.getByRole('button', { name: 'Sign out' }).click();
   await heading(page, 'Sign in');
-  say('  oidc: expired session, sign out');
+  const late = page.waitForResponse((r) => r.url().includes('/spine.v1.MemoryService/'));
+  release();
+  await late;
+  await page.evaluate(() => new Promise((ok) => setTimeout(ok, 200)));
+  const shown = await page.evaluate(() => document.querySelector('main h1')?.textContent);
+  check(shown === 'Sign in', `a late answer drew over the sign-in page: ${shown}`);
+  await page.unroute('**/spine.v1.MemoryService/**');
+  say('  oidc: expired session, sign out (late answers ignored)');
   await context.close();
 }
 

@@ -54,17 +54,25 @@ function preview(m) {
 class ApiError extends Error {
   constructor(message, code, http) { super(message); this.code = code; this.http = http; }
 }
+// Bumped by every route(): an answer that arrives after the page it was for was left (a
+// slow call, then a sign-out or another link) must not draw over the page shown since.
+let routeSeq = 0;
+class Stale extends Error {}
+
 async function rpc(method, body) {
   const headers = { 'Content-Type': 'application/json', 'Connect-Protocol-Version': '1' };
   if (token) headers.Authorization = `Bearer ${token}`;
+  const seq = routeSeq;
   let r;
   try {
     r = await fetch(API + method, { method: 'POST', headers, body: JSON.stringify(body || {}) });
   } catch (e) {
+    if (seq !== routeSeq) throw new Stale('stale');
     throw new ApiError('The Spine server is unreachable. Is `spine serve` running?', 'unavailable', 0);
   }
   let j = null;
   try { j = await r.json(); } catch (e) { j = null; }
+  if (seq !== routeSeq) throw new Stale('stale');
   if (r.status === 401 || (j && j.code === 'unauthenticated')) {
     const had = token !== null;
     token = null; who = null; renderIdentity();
@@ -213,7 +221,7 @@ async function scopePage(scope, q) {
   const toolbar = h('div', { class: 'toolbar' },
     h('button', { type: 'button', onclick: async () => {
       if (!selected.size) return status('Select records first.');
-      try { if (await curate([...selected], restore)) route(); } catch (e) { status(e.message); }
+      try { if (await curate([...selected], restore)) route(); } catch (e) { if (!(e instanceof Stale)) status(e.message); }
     } }, restore ? 'Restore selected' : 'Archive selected'));
   show(scope, filters, toolbar, list, more);
   let cursor = '';
@@ -245,7 +253,7 @@ async function recordPage(id) {
   const related = h('div', {});
   show(`Record ${pick(m, 'short_id') || m.id}`,
     h('div', { class: 'toolbar' }, h('button', { type: 'button', onclick: async () => {
-      try { if (await curate([m.id], archived)) route(); } catch (e) { status(e.message); }
+      try { if (await curate([m.id], archived)) route(); } catch (e) { if (!(e instanceof Stale)) status(e.message); }
     } }, archived ? 'Restore' : 'Archive')),
     m.summary ? h('p', {}, h('strong', {}, 'Summary: '), m.summary) : null,
     h('div', { class: 'content', 'data-testid': 'content' }, m.content || ''),
@@ -293,7 +301,7 @@ async function searchPage(q) {
   const query = q.get('q') || '';
   const scope = q.get('scope') || '';
   let scopes = [];
-  try { scopes = (await rpc('ListScopes', {})).scopes || []; } catch (e) { if (e.code === 'unauthenticated') throw e; }
+  try { scopes = (await rpc('ListScopes', {})).scopes || []; } catch (e) { if (e.code === 'unauthenticated' || e instanceof Stale) throw e; }
   const results = h('div', {});
   show('Search',
     h('form', { class: 'filters', role: 'search', onsubmit: (e) => {
@@ -332,6 +340,7 @@ async function rulesPage() {
 
 // ---------- router ----------
 async function route() {
+  routeSeq += 1;
   status('');
   const [path, query] = (location.hash.slice(1) || '/scopes').split('?');
   const q = new URLSearchParams(query || '');
@@ -347,6 +356,7 @@ async function route() {
     else if (parts[0] === 'rules') await rulesPage();
     else await scopesPage();
   } catch (e) {
+    if (e instanceof Stale) return;
     show(e.http === 404 ? 'Not found' : 'Error', errorBox(e.http === 404 ? new Error('No such record (or it is not yours to read).') : e));
     if (e.code === 'unauthenticated') renderIdentity();
   }
