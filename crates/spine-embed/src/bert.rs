@@ -318,7 +318,7 @@ impl Linear {
 
 /// The zero point of every quantised activation: they are symmetric around it, ±127.
 /// (rten-gemm 0.27 mishandles zero points that differ from row to row past its first tile
-/// of rows, checked by `int8_packed_rows_past_the_first_tile`.)
+/// of rows; `int8_packed_matches_the_f32_product_within_its_quantisation` multiplies 40 rows.)
 const ACTIVATION_ZERO: u8 = 128;
 
 /// `row` (times `inv_smooth` per channel, if given) quantised to `out` as `u8` around
