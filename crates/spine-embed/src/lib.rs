@@ -21,6 +21,7 @@ mod cache;
 pub mod http;
 mod kernels;
 mod openai;
+mod tokenizer;
 
 pub use batch::{BatchingEmbedder, MAX_BATCH_TEXTS, WORKER_NICE, lower_priority};
 pub use bert::Precision;
@@ -29,6 +30,7 @@ pub use openai::{OpenAiConfig, OpenAiEmbedder};
 
 use std::path::{Path, PathBuf};
 
+use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Tensor};
 use tokenizers::{Encoding, Tokenizer, TruncationParams};
 
@@ -195,7 +197,11 @@ fn load_err(file: &str, e: impl std::fmt::Display) -> EmbedError {
 /// does not pad: [`BuiltinEmbedder::embed`] groups texts of similar lengths and pads each
 /// group itself.
 fn load_tokenizer(path: &Path) -> Result<Tokenizer, EmbedError> {
-    let mut tokenizer = Tokenizer::from_file(path).map_err(|e| load_err("tokenizer.json", e))?;
+    for_embedding(tokenizer::load(path).map_err(|e| load_err("tokenizer.json", e))?)
+}
+
+/// `tokenizer` truncating and padding as [`load_tokenizer`] says.
+fn for_embedding(mut tokenizer: Tokenizer) -> Result<Tokenizer, EmbedError> {
     // The shipped tokenizer.json truncates at 128 and pads to a fixed 128; replace both
     // with sentence-transformers' behaviour for this model.
     tokenizer
@@ -274,14 +280,16 @@ impl BuiltinEmbedder {
 
         let span = tracing::trace_span!("embed.load.weights").entered();
         let weights = dir.join("model.safetensors");
-        // SAFETY: the weights file is mapped read-only and copied into the tensors while the
-        // map lives (candle reads each tensor out of it once); nothing writes the model
-        // directory while Spine runs (scripts/fetch-model.sh replaces files by renaming).
-        // Mapping instead of reading saves copying the ~90 MB file into a buffer first.
+        // SAFETY: the weights file is mapped read-only; nothing writes the model directory
+        // while Spine runs (scripts/fetch-model.sh replaces files by renaming, which leaves
+        // a mapped file's contents as they were). Candle copies the dense layers' weights out
+        // of one map while loading; the encoder keeps the other to read the word-embedding
+        // table in place for as long as it lives.
         let model = unsafe {
             candle_nn::VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &Device::Cpu)
+                .and_then(|vb| Ok((vb, MmapedSafetensors::new(&weights)?)))
         }
-        .and_then(|vb| bert::Bert::load(vb, &config, precision))
+        .and_then(|(vb, file)| bert::Bert::load(vb, file, &config, precision))
         .map_err(|e| load_err("model.safetensors", e));
         drop(span);
         // The tokenizer's error first, as when it loaded first.
