@@ -10,6 +10,15 @@
 //! caller is never delayed: there is no timer, only the queue that forms while the model is
 //! busy (the "group commit" of databases).
 //!
+//! Short requests go first. A search embeds one short query (~6 ms alone) and a store a
+//! note (~25–40 ms at 460 characters); in one queue, under 50 sessions, a query waited for
+//! passes full of notes and `search_memory` took 1.6 s at p50 inside the server (README
+//! "Performance"). So when requests of at most [`SHORT_CHARS`] characters are waiting, the
+//! next pass takes only them, and passes of longer requests hold at most [`PASS_CHARS`]
+//! characters: a query waits for at most one bounded pass. Long requests are not starved:
+//! after a pass of short ones, if long ones wait, the next pass is theirs (oldest first,
+//! short ones that fit included).
+//!
 //! The worker runs at a lower scheduling priority (nice [`WORKER_NICE`] on Linux), and the
 //! model's thread pools it starts inherit it: when the CPU is saturated, calls that embed
 //! nothing (`get_memory`, `list_memory`…) are scheduled ahead of the forward passes instead
@@ -32,11 +41,30 @@ pub const MAX_BATCH_TEXTS: usize = 64;
 /// The nice value of the worker thread (Linux; elsewhere the worker keeps the default).
 pub const WORKER_NICE: i32 = 10;
 
+/// A request whose texts hold at most this many characters in all is short (a search
+/// query, a brief note): it is served ahead of longer ones (module docs).
+pub const SHORT_CHARS: usize = 256;
+
+/// The characters of requests a pass takes when it serves long ones (at least one request):
+/// two notes of 460 characters, ~50–100 ms of embedding on the README's 2-core machine, the
+/// longest a short request waits for before its own pass. Under 50 sessions `search_memory`
+/// took p50 201 ms inside the server with 1,024, 345 ms with 2,048 and 686 ms with 4,096
+/// (README "Performance"); notes this long gain little from sharing a pass anyway.
+pub const PASS_CHARS: usize = 1024;
+
 type Outcome = Result<Vec<Vec<f32>>, EmbedError>;
 
 struct Job {
     id: u64,
     texts: Vec<String>,
+    /// Characters of all its texts.
+    chars: usize,
+}
+
+impl Job {
+    fn is_short(&self) -> bool {
+        self.chars <= SHORT_CHARS
+    }
 }
 
 #[derive(Default)]
@@ -48,6 +76,41 @@ struct State {
     done: HashMap<u64, Outcome>,
     /// The batcher is being dropped: the worker ends once the queue is empty.
     stop: bool,
+    /// The last pass took only short requests while long ones waited: the next is theirs.
+    skipped_long: bool,
+}
+
+impl State {
+    /// The requests of the next pass, removed from the queue (which must not be empty):
+    /// waiting short requests first, unless the last pass was theirs and passed long ones over;
+    /// otherwise the oldest requests up to [`PASS_CHARS`] characters. Either way at most
+    /// [`MAX_BATCH_TEXTS`] texts, and at least one request.
+    fn next_pass(&mut self) -> Vec<Job> {
+        let any_short = self.queue.iter().any(Job::is_short);
+        let any_long = self.queue.iter().any(|j| !j.is_short());
+        let short_only = any_short && !(self.skipped_long && any_long);
+        self.skipped_long = short_only && any_long;
+        let (mut texts, mut chars) = (0, 0);
+        let mut fits = |j: &Job| {
+            let first = texts == 0;
+            texts += j.texts.len();
+            chars += j.chars;
+            first || (texts <= MAX_BATCH_TEXTS && (short_only || chars <= PASS_CHARS))
+        };
+        if short_only {
+            let mut full = false;
+            self.queue
+                .extract_if(.., |j| {
+                    let take = !full && j.is_short() && fits(j);
+                    full |= j.is_short() && !take;
+                    take
+                })
+                .collect()
+        } else {
+            let n = self.queue.iter().take_while(|j| fits(j)).count();
+            self.queue.drain(..n).collect()
+        }
+    }
 }
 
 struct Shared<E> {
@@ -127,18 +190,7 @@ fn work<E: Embedder>(shared: &Shared<E>) {
             state = shared.queued.wait(state).unwrap_or_else(|p| p.into_inner());
             continue;
         }
-        // The oldest requests, up to MAX_BATCH_TEXTS texts (at least one request).
-        let mut taken = 0;
-        let n = state
-            .queue
-            .iter()
-            .take_while(|j| {
-                taken += j.texts.len();
-                taken <= MAX_BATCH_TEXTS
-            })
-            .count()
-            .max(1);
-        let jobs: Vec<Job> = state.queue.drain(..n).collect();
+        let jobs = state.next_pass();
         drop(state);
         let outcomes = run(&shared.inner, &jobs);
         state = shared.lock();
@@ -221,7 +273,8 @@ impl<E: Embedder + 'static> Embedder for BatchingEmbedder<E> {
         let mut state = shared.lock();
         let id = state.next_id;
         state.next_id += 1;
-        state.queue.push(Job { id, texts: texts.iter().map(|t| t.to_string()).collect() });
+        let chars = texts.iter().map(|t| t.chars().count()).sum();
+        state.queue.push(Job { id, texts: texts.iter().map(|t| t.to_string()).collect(), chars });
         shared.queued.notify_one();
         loop {
             if let Some(outcome) = state.done.remove(&id) {
@@ -246,6 +299,10 @@ mod tests {
         calls: AtomicUsize,
         largest: AtomicUsize,
         gate: Option<Arc<Barrier>>,
+        /// As `gate`, for a pass holding "query one".
+        second_gate: Option<Arc<Barrier>>,
+        /// The texts of each pass, in order.
+        passes: Mutex<Vec<Vec<String>>>,
     }
 
     impl Embedder for Fake {
@@ -258,11 +315,18 @@ mod tests {
         fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
             self.calls.fetch_add(1, Ordering::SeqCst);
             self.largest.fetch_max(texts.len(), Ordering::SeqCst);
+            self.passes.lock().unwrap().push(texts.iter().map(|t| t.to_string()).collect());
             if let Some(gate) = &self.gate
                 && texts.contains(&"first")
             {
                 gate.wait(); // the pass is running
                 gate.wait(); // ... and the others have queued
+            }
+            if let Some(gate) = &self.second_gate
+                && texts.contains(&"query one")
+            {
+                gate.wait();
+                gate.wait();
             }
             if texts.contains(&"fail") {
                 return Err(EmbedError::Inference("told to fail".into()));
@@ -326,6 +390,72 @@ mod tests {
         // One pass for "first", one shared pass for the six waiters.
         assert_eq!(b.inner().calls.load(Ordering::SeqCst), 2);
         assert_eq!(b.inner().largest.load(Ordering::SeqCst), 12);
+    }
+
+    /// Short requests queued behind long ones get the next pass to themselves; long ones
+    /// then share passes of at most PASS_CHARS characters, oldest first, and are not starved:
+    /// a short request queued during a short pass that passed them over waits for one of
+    /// theirs.
+    #[test]
+    fn short_requests_go_first_and_long_passes_are_bounded() {
+        let (gate, second) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+        let fake =
+            Fake { gate: Some(gate.clone()), second_gate: Some(second.clone()), ..Fake::default() };
+        let b = Arc::new(BatchingEmbedder::new(fake));
+        let first = {
+            let b = b.clone();
+            std::thread::spawn(move || b.embed(&["first"]).unwrap())
+        };
+        gate.wait(); // the first pass is running
+        // Queued in this order: three notes of 2/5 of PASS_CHARS, two queries between them,
+        // and one text exactly at the short limit and one just past it.
+        let long = |c: char| c.to_string().repeat(PASS_CHARS * 2 / 5);
+        let texts = [
+            long('a'),
+            "query one".to_string(),
+            long('b'),
+            "s".repeat(SHORT_CHARS),
+            long('c'),
+            "query two".to_string(),
+            "t".repeat(SHORT_CHARS + 1),
+        ];
+        let mut callers = Vec::new();
+        for (i, text) in texts.iter().enumerate() {
+            let (batcher, text) = (b.clone(), text.clone());
+            callers.push(std::thread::spawn(move || {
+                assert_eq!(batcher.embed(&[&text]).unwrap(), vec![want(&text)]);
+            }));
+            while b.shared.lock().queue.len() < i + 1 {
+                std::thread::yield_now();
+            }
+        }
+        gate.wait();
+        first.join().unwrap();
+        second.wait(); // the pass of the short ones is running: queue another
+        let late = {
+            let batcher = b.clone();
+            std::thread::spawn(move || batcher.embed(&["query three"]).unwrap())
+        };
+        while b.shared.lock().queue.iter().all(|j| j.texts != ["query three"]) {
+            std::thread::yield_now();
+        }
+        second.wait();
+        assert_eq!(late.join().unwrap(), vec![want("query three")]);
+        for c in callers {
+            c.join().unwrap();
+        }
+        let passes = b.inner().passes.lock().unwrap().clone();
+        let pass = |i: &[usize]| i.iter().map(|&i| texts[i].clone()).collect::<Vec<_>>();
+        assert_eq!(passes[0], ["first"]);
+        assert_eq!(
+            passes[1..],
+            [
+                pass(&[1, 3, 5]),                // the short ones, ahead of older long ones
+                pass(&[0, 2]),                   // 4/5 of PASS_CHARS: a third note would pass it
+                vec!["query three".to_string()], // short again, having waited one pass
+                pass(&[4, 6]),                   // the rest
+            ]
+        );
     }
 
     #[test]
