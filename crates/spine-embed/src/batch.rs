@@ -48,8 +48,9 @@ pub const SHORT_CHARS: usize = 256;
 /// The characters of requests a pass takes when it serves long ones (at least one request):
 /// two notes of 460 characters, ~50–100 ms of embedding on the README's 2-core machine, the
 /// longest a short request waits for before its own pass. Under 50 sessions `search_memory`
-/// took p50 201 ms inside the server with 1,024, 345 ms with 2,048 and 686 ms with 4,096
-/// (README "Performance"); notes this long gain little from sharing a pass anyway.
+/// took p50 201–690 ms inside the server with 1,024 (five runs), 345 ms with 2,048 and 686 ms
+/// with 4,096, against 1.6 s before (README "Performance"); notes this long gain little from
+/// sharing a pass anyway.
 pub const PASS_CHARS: usize = 1024;
 
 type Outcome = Result<Vec<Vec<f32>>, EmbedError>;
@@ -270,11 +271,13 @@ impl<E: Embedder + 'static> Embedder for BatchingEmbedder<E> {
             return self.inner().embed(texts);
         }
         let shared = &self.shared;
+        // Copied and measured before taking the lock the worker and every caller share.
+        let chars = texts.iter().map(|t| t.chars().count()).sum();
+        let owned: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
         let mut state = shared.lock();
         let id = state.next_id;
         state.next_id += 1;
-        let chars = texts.iter().map(|t| t.chars().count()).sum();
-        state.queue.push(Job { id, texts: texts.iter().map(|t| t.to_string()).collect(), chars });
+        state.queue.push(Job { id, texts: owned, chars });
         shared.queued.notify_one();
         loop {
             if let Some(outcome) = state.done.remove(&id) {
