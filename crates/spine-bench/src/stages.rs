@@ -66,7 +66,7 @@ pub fn run(sizes: &[usize]) -> Result<()> {
     let timings = Timings::default();
     let subscriber = tracing_subscriber::registry().with(timings.clone().with_filter(
         tracing_subscriber::filter::filter_fn(|m| {
-            m.is_span() && (m.name().starts_with("embed.") || m.name().starts_with("search."))
+            m.is_span() && ["embed.", "search.", "store."].iter().any(|p| m.name().starts_with(p))
         }),
     ));
     tracing::subscriber::set_global_default(subscriber)?;
@@ -82,6 +82,8 @@ pub fn run(sizes: &[usize]) -> Result<()> {
     let corpus = crate::corpus::corpus(2100, &Limits::default())?;
     let (docs, queries) = corpus.sample.split_at(2000);
     let docs: Vec<String> = docs.iter().map(|p| cut(&p.code)).collect();
+    // The queries' own documents were never stored: the notes the store stage writes.
+    let notes: Vec<String> = queries.iter().map(|p| cut(&p.code)).collect();
     let queries: Vec<String> = queries.iter().map(|p| p.query.clone()).collect();
     let t = Instant::now();
     let mut doc_vectors = Vec::with_capacity(docs.len());
@@ -160,6 +162,18 @@ pub fn run(sizes: &[usize]) -> Result<()> {
             extra.entry("tool.encode").or_default().push(t.elapsed().as_secs_f64() * 1e3);
             extra.entry("total").or_default().push(total.elapsed().as_secs_f64() * 1e3);
             std::hint::black_box(text);
+        }
+        // Then new notes through `store_memory`: validation, embedding, the durable write
+        // and the near-duplicate check (which brings the index up to date).
+        for note in &notes {
+            let args = json!({"content": note, "scope": scope.as_str(),
+                "source": "agent-inferred", "category": "convention"});
+            let total = Instant::now();
+            let a = parse_args(args.as_object().cloned().unwrap_or_default())
+                .map_err(|e| anyhow!("{e}"))?;
+            let r = service.store_memory(&caller, a).map_err(|e| anyhow!("{e}"))?;
+            std::hint::black_box(serde_json::to_string(&serde_json::to_value(&r)?)?);
+            extra.entry("store total").or_default().push(total.elapsed().as_secs_f64() * 1e3);
         }
         let mut all = timings.take();
         all.extend(extra);

@@ -1,28 +1,35 @@
-//! Concurrent embedding requests coalesced into shared forward passes, on a thread of
-//! lower priority.
+//! Concurrent embedding requests coalesced into shared forward passes, in two lanes: short
+//! requests (search queries) at normal priority, long ones (notes) at a lower one.
 //!
 //! Many sessions store and search at once; each call embeds one or two texts. Run one by
 //! one, those calls queue for the CPU anyway, and each small forward pass uses it poorly
-//! (a ten-token query is a matrix product with ten rows). [`BatchingEmbedder`] owns one
-//! worker thread that runs every pass: it takes every request waiting at that moment,
+//! (a ten-token query is a matrix product with ten rows). [`BatchingEmbedder`] runs passes
+//! on worker threads: a worker takes every request of its lane waiting at that moment,
 //! embeds all their texts in one call of the wrapped embedder, and hands each caller its own
 //! vectors; requests that arrive during a pass are served together by the next one. A lone
 //! caller is never delayed: there is no timer, only the queue that forms while the model is
 //! busy (the "group commit" of databases).
 //!
-//! Short requests go first. A search embeds one short query (~6 ms alone) and a store a
-//! note (~25–40 ms at 460 characters); in one queue, under 50 sessions, a query waited for
-//! passes full of notes and `search_memory` took 1.6 s at p50 inside the server (README
-//! "Performance"). So when requests of at most [`SHORT_CHARS`] characters are waiting, the
-//! next pass takes only them, and passes of longer requests hold at most [`PASS_CHARS`]
-//! characters: a query waits for at most one bounded pass. Long requests are not starved:
-//! after a pass of short ones, if long ones wait, the next pass is theirs (oldest first,
-//! short ones that fit included).
+//! Two lanes, each with its worker and its own thread pool for the model's parallel work
+//! (Linux nice values; elsewhere the threads keep the default priority):
+//! - **short** requests (at most [`SHORT_CHARS`] characters in all: a search query, a brief
+//!   note) at nice [`QUERY_NICE`];
+//! - **long** requests (notes, content updates) at nice [`WORKER_NICE`], in passes of at
+//!   most [`PASS_CHARS`] characters, oldest first.
 //!
-//! The worker runs at a lower scheduling priority (nice [`WORKER_NICE`] on Linux), and the
-//! model's thread pools it starts inherit it: when the CPU is saturated, calls that embed
-//! nothing (`get_memory`, `list_memory`…) are scheduled ahead of the forward passes instead
-//! of waiting behind them. On an idle machine priority changes nothing.
+//! A search embeds one short query (~6 ms alone) and a store a note (~25–45 ms at 460
+//! characters). In one queue, under 50 sessions, a query waited for passes full of notes:
+//! `search_memory` took 1.6 s at p50 inside the server; with short requests served first
+//! but still one pass at a time, it waited for the note pass running when it arrived and
+//! took 180–690 ms (README "Performance"). With the lanes, a query never waits for a note:
+//! its pass runs beside the note pass, and the kernel's scheduler gives the query's threads
+//! three quarters of the cores while both run (nice 5 against nice 10: weights 335 and 110);
+//! under that load `search_memory` took 33–37 ms at p50 inside the server. Calls that embed
+//! nothing (`get_memory`, `list_memory`…) and the machine's other processes (nice 0, weight
+//! 1,024) stay ahead of both lanes: at nice 0 the query lane took the CPU from the load
+//! generator beside it, whose calls then waited 3–6 times longer. On an idle machine
+//! priority changes nothing, and a lone request of either kind has the machine's cores for
+//! its pass.
 //!
 //! Invariant: each caller gets exactly the vectors the wrapped embedder returns for its
 //! texts (the built-in model's vectors do not depend on what they are batched with, see
@@ -38,19 +45,21 @@ use crate::{EmbedError, Embedder};
 /// batches and go straight to the wrapped embedder, on the caller's thread.
 pub const MAX_BATCH_TEXTS: usize = 64;
 
-/// The nice value of the worker thread (Linux; elsewhere the worker keeps the default).
+/// The nice value of the long lane's threads (Linux; elsewhere they keep the default).
 pub const WORKER_NICE: i32 = 10;
 
+/// The nice value of the short lane's threads: ahead of the long lane's, behind calls that
+/// embed nothing and the machine's other work (module docs).
+pub const QUERY_NICE: i32 = 5;
+
 /// A request whose texts hold at most this many characters in all is short (a search
-/// query, a brief note): it is served ahead of longer ones (module docs).
+/// query, a brief note): it goes to the short lane (module docs).
 pub const SHORT_CHARS: usize = 256;
 
-/// The characters of requests a pass takes when it serves long ones (at least one request):
-/// two notes of 460 characters, ~50–100 ms of embedding on the README's 2-core machine, the
-/// longest a short request waits for before its own pass. Under 50 sessions `search_memory`
-/// took p50 201–690 ms inside the server with 1,024 (five runs), 345 ms with 2,048 and 686 ms
-/// with 4,096, against 1.6 s before (README "Performance"); notes this long gain little from
-/// sharing a pass anyway.
+/// The characters of requests a long pass takes (at least one request): two notes of 460
+/// characters, ~50–100 ms of embedding on the README's 2-core machine. A store waits for the
+/// passes ahead of it and then for its own; notes this long gain little from sharing a pass
+/// (padding to the longest text of the pass costs what the larger products gain).
 pub const PASS_CHARS: usize = 1024;
 
 type Outcome = Result<Vec<Vec<f32>>, EmbedError>;
@@ -62,63 +71,71 @@ struct Job {
     chars: usize,
 }
 
-impl Job {
-    fn is_short(&self) -> bool {
-        self.chars <= SHORT_CHARS
+/// The two lanes, as indices into [`State::queues`] and [`Shared::queued`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Lane {
+    Short = 0,
+    Long = 1,
+}
+
+impl Lane {
+    fn of(chars: usize) -> Lane {
+        if chars <= SHORT_CHARS { Lane::Short } else { Lane::Long }
+    }
+
+    /// The name of the lane's worker; its pool's threads are `{name}-{i}`.
+    fn name(self) -> &'static str {
+        match self {
+            Lane::Short => "embed-query",
+            Lane::Long => "embed",
+        }
+    }
+
+    /// The nice value of the lane's threads.
+    fn nice(self) -> i32 {
+        match self {
+            Lane::Short => QUERY_NICE,
+            Lane::Long => WORKER_NICE,
+        }
     }
 }
 
 #[derive(Default)]
 struct State {
     next_id: u64,
-    /// Requests waiting for a pass, oldest first.
-    queue: Vec<Job>,
+    /// Requests waiting for a pass, per lane, oldest first.
+    queues: [Vec<Job>; 2],
     /// Finished requests not yet collected by their caller.
     done: HashMap<u64, Outcome>,
-    /// The batcher is being dropped: the worker ends once the queue is empty.
+    /// The batcher is being dropped: each worker ends once its queue is empty.
     stop: bool,
-    /// The last pass took only short requests while long ones waited: the next is theirs.
-    skipped_long: bool,
 }
 
 impl State {
-    /// The requests of the next pass, removed from the queue (which must not be empty):
-    /// waiting short requests first, unless the last pass was theirs and passed long ones over;
-    /// otherwise the oldest requests up to [`PASS_CHARS`] characters. Either way at most
-    /// [`MAX_BATCH_TEXTS`] texts, and at least one request.
-    fn next_pass(&mut self) -> Vec<Job> {
-        let any_short = self.queue.iter().any(Job::is_short);
-        let any_long = self.queue.iter().any(|j| !j.is_short());
-        let short_only = any_short && !(self.skipped_long && any_long);
-        self.skipped_long = short_only && any_long;
+    /// The requests of `lane`'s next pass, removed from its queue (which must not be empty):
+    /// the oldest requests up to [`MAX_BATCH_TEXTS`] texts and, in the long lane,
+    /// [`PASS_CHARS`] characters; at least one request.
+    fn next_pass(&mut self, lane: Lane) -> Vec<Job> {
         let (mut texts, mut chars) = (0, 0);
-        let mut fits = |j: &Job| {
-            let first = texts == 0;
-            texts += j.texts.len();
-            chars += j.chars;
-            first || (texts <= MAX_BATCH_TEXTS && (short_only || chars <= PASS_CHARS))
-        };
-        if short_only {
-            let mut full = false;
-            self.queue
-                .extract_if(.., |j| {
-                    let take = !full && j.is_short() && fits(j);
-                    full |= j.is_short() && !take;
-                    take
-                })
-                .collect()
-        } else {
-            let n = self.queue.iter().take_while(|j| fits(j)).count();
-            self.queue.drain(..n).collect()
-        }
+        let queue = &mut self.queues[lane as usize];
+        let n = queue
+            .iter()
+            .take_while(|j| {
+                let first = texts == 0;
+                texts += j.texts.len();
+                chars += j.chars;
+                first || (texts <= MAX_BATCH_TEXTS && (lane == Lane::Short || chars <= PASS_CHARS))
+            })
+            .count();
+        queue.drain(..n).collect()
     }
 }
 
 struct Shared<E> {
     inner: E,
     state: Mutex<State>,
-    /// Signalled when a request is queued (or on stop): wakes the worker.
-    queued: Condvar,
+    /// Per lane, signalled when a request is queued (or on stop): wakes its worker.
+    queued: [Condvar; 2],
     /// Signalled when a pass ends: wakes its callers.
     finished: Condvar,
 }
@@ -134,31 +151,38 @@ impl<E> Shared<E> {
 /// Wraps an embedder so that concurrent calls share forward passes (module docs).
 pub struct BatchingEmbedder<E: Embedder + 'static> {
     shared: Arc<Shared<E>>,
-    worker: Option<std::thread::JoinHandle<()>>,
+    /// The workers of the two lanes; empty if they could not be started (then every call
+    /// runs on its caller's thread).
+    workers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl<E: Embedder + 'static> BatchingEmbedder<E> {
-    /// `inner` behind the batcher, with its worker thread started. On the 2-core machine of
-    /// the README, eight threads storing 460-character notes got 62 documents/s sharing
-    /// passes and 41/s each embedding on its own (`cargo run --release -p spine-embed
-    /// --example throughput`).
+    /// `inner` behind the batcher, with the workers of both lanes started. On the 2-core
+    /// machine of the README, eight threads storing 460-character notes got 62 documents/s
+    /// sharing passes and 41/s each embedding on its own (`cargo run --release -p
+    /// spine-embed --example throughput`).
     pub fn new(inner: E) -> Self {
         let shared = Arc::new(Shared {
             inner,
             state: Mutex::default(),
-            queued: Condvar::new(),
+            queued: [Condvar::new(), Condvar::new()],
             finished: Condvar::new(),
         });
-        let for_worker = shared.clone();
-        let worker = std::thread::Builder::new()
-            .name("embed".into())
-            .spawn(move || {
-                lower_priority();
-                work(&for_worker);
-            })
-            .map_err(|e| tracing::error!(error = %e, "cannot start the embedding thread"))
-            .ok();
-        BatchingEmbedder { shared, worker }
+        let mut workers = Vec::new();
+        for lane in [Lane::Short, Lane::Long] {
+            match start(&shared, lane) {
+                Ok(worker) => workers.push(worker),
+                Err(e) => {
+                    tracing::error!(error = %e, lane = lane.name(), "cannot start the embedding threads");
+                    // Whatever started ends: the calls then run on their callers' threads.
+                    shared.lock().stop = true;
+                    shared.queued.iter().for_each(Condvar::notify_all);
+                    workers.drain(..).for_each(|w| drop(w.join()));
+                    break;
+                }
+            }
+        }
+        BatchingEmbedder { shared, workers }
     }
 
     /// The wrapped embedder.
@@ -167,33 +191,61 @@ impl<E: Embedder + 'static> BatchingEmbedder<E> {
     }
 }
 
+/// Starts `lane`'s worker with its thread pool (at the lane's priority).
+fn start<E: Embedder + 'static>(
+    shared: &Arc<Shared<E>>,
+    lane: Lane,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    // As many threads as the global pool (RAYON_NUM_THREADS, else one per CPU).
+    let pool = rayon::ThreadPoolBuilder::new()
+        .thread_name(move |i| format!("{}-{i}", lane.name()))
+        .start_handler(move |_| set_nice(lane.nice()))
+        .build()
+        .map_err(std::io::Error::other)?;
+    let shared = shared.clone();
+    std::thread::Builder::new().name(lane.name().into()).spawn(move || {
+        set_nice(lane.nice());
+        work(&shared, lane, &pool);
+    })
+}
+
 /// Lowers the calling thread's priority to [`WORKER_NICE`] (Linux: the nice value is per
 /// thread, and threads it starts inherit it). Best effort: a failure only costs priority.
 pub fn lower_priority() {
+    set_nice(WORKER_NICE);
+}
+
+/// Sets the calling thread's nice value to `nice`, or leaves it if it is already at least
+/// that (a thread is never given a higher priority than it had). Linux only; best effort.
+fn set_nice(nice: i32) {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: plain system calls on the calling thread's own id.
-        let tid = unsafe { libc::gettid() };
-        if unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, WORKER_NICE) } != 0 {
-            tracing::debug!("could not lower the embedding thread's priority");
+        let tid = unsafe { libc::gettid() } as libc::id_t;
+        let current = unsafe { libc::getpriority(libc::PRIO_PROCESS, tid) };
+        if current < nice && unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, nice) } != 0 {
+            tracing::debug!(nice, "could not lower the embedding thread's priority");
         }
     }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
 }
 
-/// The worker: one pass at a time over everything queued, until stopped.
-fn work<E: Embedder>(shared: &Shared<E>) {
+/// A lane's worker: one pass at a time over what its lane has queued, until stopped. The
+/// passes run on `pool`, so the model's parallel work stays on the lane's threads.
+fn work<E: Embedder>(shared: &Shared<E>, lane: Lane, pool: &rayon::ThreadPool) {
     let mut state = shared.lock();
     loop {
-        if state.queue.is_empty() {
+        if state.queues[lane as usize].is_empty() {
             if state.stop {
                 return;
             }
-            state = shared.queued.wait(state).unwrap_or_else(|p| p.into_inner());
+            state = shared.queued[lane as usize].wait(state).unwrap_or_else(|p| p.into_inner());
             continue;
         }
-        let jobs = state.next_pass();
+        let jobs = state.next_pass(lane);
         drop(state);
-        let outcomes = run(&shared.inner, &jobs);
+        let outcomes = pool.install(|| run(&shared.inner, &jobs));
         state = shared.lock();
         state.done.extend(jobs.iter().map(|j| j.id).zip(outcomes));
         shared.finished.notify_all();
@@ -241,8 +293,8 @@ fn duplicate(e: &EmbedError) -> EmbedError {
 impl<E: Embedder + 'static> Drop for BatchingEmbedder<E> {
     fn drop(&mut self) {
         self.shared.lock().stop = true;
-        self.shared.queued.notify_all();
-        if let Some(worker) = self.worker.take() {
+        self.shared.queued.iter().for_each(Condvar::notify_all);
+        for worker in self.workers.drain(..) {
             let _ = worker.join();
         }
     }
@@ -267,18 +319,19 @@ impl<E: Embedder + 'static> Embedder for BatchingEmbedder<E> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        if texts.len() > MAX_BATCH_TEXTS || self.worker.is_none() {
+        if texts.len() > MAX_BATCH_TEXTS || self.workers.is_empty() {
             return self.inner().embed(texts);
         }
         let shared = &self.shared;
         // Copied and measured before taking the lock the worker and every caller share.
         let chars = texts.iter().map(|t| t.chars().count()).sum();
         let owned: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
+        let lane = Lane::of(chars) as usize;
         let mut state = shared.lock();
         let id = state.next_id;
         state.next_id += 1;
-        state.queue.push(Job { id, texts: owned, chars });
-        shared.queued.notify_one();
+        state.queues[lane].push(Job { id, texts: owned, chars });
+        shared.queued[lane].notify_one();
         loop {
             if let Some(outcome) = state.done.remove(&id) {
                 return outcome;
@@ -301,6 +354,7 @@ mod tests {
     struct Fake {
         calls: AtomicUsize,
         largest: AtomicUsize,
+        /// Waited at twice by a pass holding a text that starts with "first".
         gate: Option<Arc<Barrier>>,
         /// As `gate`, for a pass holding "query one".
         second_gate: Option<Arc<Barrier>>,
@@ -320,7 +374,7 @@ mod tests {
             self.largest.fetch_max(texts.len(), Ordering::SeqCst);
             self.passes.lock().unwrap().push(texts.iter().map(|t| t.to_string()).collect());
             if let Some(gate) = &self.gate
-                && texts.contains(&"first")
+                && texts.iter().any(|t| t.starts_with("first"))
             {
                 gate.wait(); // the pass is running
                 gate.wait(); // ... and the others have queued
@@ -381,7 +435,7 @@ mod tests {
             })
             .collect();
         // Let the waiters queue before the first pass ends.
-        while b.shared.lock().queue.len() < 6 {
+        while b.shared.lock().queues[Lane::Short as usize].len() < 6 {
             std::thread::yield_now();
         }
         gate.wait();
@@ -395,68 +449,73 @@ mod tests {
         assert_eq!(b.inner().largest.load(Ordering::SeqCst), 12);
     }
 
-    /// Short requests queued behind long ones get the next pass to themselves; long ones
-    /// then share passes of at most PASS_CHARS characters, oldest first, and are not starved:
-    /// a short request queued during a short pass that passed them over waits for one of
-    /// theirs.
+    /// A query is embedded while a note's pass runs, without waiting for it; requests of a
+    /// lane queued during its pass share the next one, and long passes hold at most
+    /// PASS_CHARS characters, oldest first.
     #[test]
-    fn short_requests_go_first_and_long_passes_are_bounded() {
+    fn queries_do_not_wait_for_notes_and_long_passes_are_bounded() {
         let (gate, second) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
         let fake =
             Fake { gate: Some(gate.clone()), second_gate: Some(second.clone()), ..Fake::default() };
         let b = Arc::new(BatchingEmbedder::new(fake));
-        let first = {
+        let call = |text: String| {
             let b = b.clone();
-            std::thread::spawn(move || b.embed(&["first"]).unwrap())
+            std::thread::spawn(move || assert_eq!(b.embed(&[&text]).unwrap(), vec![want(&text)]))
         };
-        gate.wait(); // the first pass is running
-        // Queued in this order: three notes of 2/5 of PASS_CHARS, two queries between them,
-        // and one text exactly at the short limit and one just past it.
-        let long = |c: char| c.to_string().repeat(PASS_CHARS * 2 / 5);
-        let texts = [
-            long('a'),
-            "query one".to_string(),
-            long('b'),
-            "s".repeat(SHORT_CHARS),
-            long('c'),
-            "query two".to_string(),
-            "t".repeat(SHORT_CHARS + 1),
-        ];
-        let mut callers = Vec::new();
-        for (i, text) in texts.iter().enumerate() {
-            let (batcher, text) = (b.clone(), text.clone());
-            callers.push(std::thread::spawn(move || {
-                assert_eq!(batcher.embed(&[&text]).unwrap(), vec![want(&text)]);
-            }));
-            while b.shared.lock().queue.len() < i + 1 {
+        let queued = |lane: Lane, n: usize| {
+            while b.shared.lock().queues[lane as usize].len() < n {
                 std::thread::yield_now();
             }
-        }
-        gate.wait();
-        first.join().unwrap();
-        second.wait(); // the pass of the short ones is running: queue another
-        let late = {
-            let batcher = b.clone();
-            std::thread::spawn(move || batcher.embed(&["query three"]).unwrap())
         };
-        while b.shared.lock().queue.iter().all(|j| j.texts != ["query three"]) {
+        let first = format!("first {}", "n".repeat(PASS_CHARS / 2));
+        let note = call(first.clone());
+        gate.wait(); // the note's pass is running
+        let query = call("query one".to_string());
+        // ... and beside it, the query's (in one queue it would wait: fail, do not hang).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while b.inner().passes.lock().unwrap().len() < 2 {
+            assert!(std::time::Instant::now() < deadline, "the query waited for the note");
             std::thread::yield_now();
         }
         second.wait();
-        assert_eq!(late.join().unwrap(), vec![want("query three")]);
-        for c in callers {
-            c.join().unwrap();
+        // Queued meanwhile: three notes of 2/5 of PASS_CHARS and one just past the short
+        // limit; one text exactly at the short limit and another query.
+        let long = |c: char| c.to_string().repeat(PASS_CHARS * 2 / 5);
+        let texts = [long('a'), long('b'), long('c'), "t".repeat(SHORT_CHARS + 1)];
+        // One at a time, so that each queue's order is known.
+        let mut notes = Vec::new();
+        for (i, text) in texts.iter().enumerate() {
+            notes.push(call(text.clone()));
+            queued(Lane::Long, i + 1);
         }
+        let shorts = ["s".repeat(SHORT_CHARS), "query two".to_string()];
+        let (tx, rx) = std::sync::mpsc::channel();
+        for (i, text) in shorts.iter().enumerate() {
+            let (b, tx, text) = (b.clone(), tx.clone(), text.clone());
+            std::thread::spawn(move || tx.send(b.embed(&[&text]).unwrap() == vec![want(&text)]));
+            queued(Lane::Short, i + 1);
+        }
+        second.wait();
+        query.join().unwrap();
+        // Every query is answered while the note's pass still holds the gate: in one queue
+        // they would wait for it (and this would time out instead of deadlocking).
+        for _ in &shorts {
+            let got = rx.recv_timeout(std::time::Duration::from_secs(60));
+            assert_eq!(got, Ok(true), "a short request waited for the long pass");
+        }
+        gate.wait();
+        note.join().unwrap();
+        notes.into_iter().for_each(|n| n.join().unwrap());
         let passes = b.inner().passes.lock().unwrap().clone();
-        let pass = |i: &[usize]| i.iter().map(|&i| texts[i].clone()).collect::<Vec<_>>();
-        assert_eq!(passes[0], ["first"]);
+        let pass = |t: &[&String]| t.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         assert_eq!(
-            passes[1..],
+            passes,
             [
-                pass(&[1, 3, 5]),                // the short ones, ahead of older long ones
-                pass(&[0, 2]),                   // 4/5 of PASS_CHARS: a third note would pass it
-                vec!["query three".to_string()], // short again, having waited one pass
-                pass(&[4, 6]),                   // the rest
+                vec![first],
+                vec!["query one".to_string()],
+                pass(&[&shorts[0], &shorts[1]]), // queued during the query's pass: one pass
+                pass(&[&texts[0], &texts[1]]),   // 4/5 of PASS_CHARS: a third note would pass it
+                pass(&[&texts[2], &texts[3]]),   // the rest
             ]
         );
     }
@@ -485,13 +544,14 @@ mod tests {
         // The worker survived and nothing is left behind.
         assert_eq!(b.embed(&["ok"]).unwrap(), vec![want("ok")]);
         let state = b.shared.lock();
-        assert!(state.queue.is_empty() && state.done.is_empty());
+        assert!(state.queues.iter().all(Vec::is_empty) && state.done.is_empty());
     }
 
-    /// The passes run on the worker thread, at the lower priority (Linux), never on the
-    /// caller's; dropping the batcher ends the worker.
+    /// Each lane's passes run on its own pool's threads, never the caller's: short ones at
+    /// QUERY_NICE, long ones at WORKER_NICE (Linux; never above the priority the process
+    /// had); dropping the batcher ends the workers.
     #[test]
-    fn passes_run_on_the_worker_at_lower_priority() {
+    fn each_lane_runs_on_its_own_threads_at_its_priority() {
         #[derive(Default)]
         struct Where(Mutex<Vec<(String, i32)>>);
         impl Embedder for Where {
@@ -503,20 +563,32 @@ mod tests {
             }
             fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
                 let name = std::thread::current().name().unwrap_or("").to_owned();
-                // SAFETY: reads the calling thread's own nice value.
-                #[cfg(target_os = "linux")]
-                let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as _) };
-                #[cfg(not(target_os = "linux"))]
-                let nice = WORKER_NICE;
-                self.0.lock().unwrap().push((name, nice));
+                self.0.lock().unwrap().push((name, nice()));
                 Ok(texts.iter().map(|_| vec![1.0]).collect())
             }
+        }
+        fn nice() -> i32 {
+            // SAFETY: reads the calling thread's own nice value.
+            #[cfg(target_os = "linux")]
+            return unsafe { libc::getpriority(libc::PRIO_PROCESS, libc::gettid() as _) };
+            #[cfg(not(target_os = "linux"))]
+            return 0;
         }
         let b = BatchingEmbedder::new(Where::default());
         b.embed(&["a"]).unwrap();
         b.embed_query("b").unwrap();
-        assert_eq!(*b.inner().0.lock().unwrap(), vec![("embed".to_owned(), WORKER_NICE); 2]);
-        drop(b); // joins the worker: a hang here fails the test run
+        b.embed(&["c".repeat(SHORT_CHARS + 1).as_str()]).unwrap();
+        let seen = b.inner().0.lock().unwrap().clone();
+        let at = |n: i32| if cfg!(target_os = "linux") { n.max(nice()) } else { nice() };
+        assert_eq!(seen.len(), 3);
+        for (name, priority) in &seen[..2] {
+            assert!(name.starts_with("embed-query-"), "{name}");
+            assert_eq!(*priority, at(QUERY_NICE));
+        }
+        let (name, priority) = &seen[2];
+        assert!(name.starts_with("embed-") && !name.starts_with("embed-query"), "{name}");
+        assert_eq!(*priority, at(WORKER_NICE));
+        drop(b); // joins the workers: a hang here fails the test run
     }
 
     #[test]
@@ -537,6 +609,6 @@ mod tests {
             t.join().unwrap();
         }
         let state = b.shared.lock();
-        assert!(state.done.is_empty() && state.queue.is_empty());
+        assert!(state.done.is_empty() && state.queues.iter().all(Vec::is_empty));
     }
 }

@@ -23,7 +23,7 @@ mod kernels;
 mod openai;
 mod tokenizer;
 
-pub use batch::{BatchingEmbedder, MAX_BATCH_TEXTS, WORKER_NICE, lower_priority};
+pub use batch::{BatchingEmbedder, MAX_BATCH_TEXTS, QUERY_NICE, WORKER_NICE, lower_priority};
 pub use bert::Precision;
 pub use cache::{CacheStats, CachedEmbedder, DEFAULT_CACHE_CAPACITY};
 pub use openai::{OpenAiConfig, OpenAiEmbedder};

@@ -114,12 +114,17 @@ impl Service {
     }
 
     fn insert(&self, caller: &Caller, m: Memory) -> Result<Stored, Error> {
+        let span = tracing::trace_span!("store.embed").entered();
         let vector = self.embed_one(&m.content)?;
+        drop(span);
         let embedding = Embedding { model: self.embedder.model_id(), vector: &vector };
+        let span = tracing::trace_span!("store.write").entered();
         self.store.insert(&m, embedding).map_err(store_error)?;
+        drop(span);
         let mut stored = Stored::new(m.id, m.short_id.clone());
         // The write is acknowledged whatever the check finds; a failing check only loses
         // the warning.
+        let _span = tracing::trace_span!("store.similar").entered();
         match self.similar(caller, &m, &vector, &[]) {
             Ok((similar, note)) => (stored.similar, stored.note) = (similar, note),
             Err(e) => tracing::warn!(error = %e.message, "near-duplicate check failed"),
@@ -129,7 +134,9 @@ impl Service {
 
     /// store_memory: persists a deliberate memory.
     pub fn store_memory(&self, caller: &Caller, a: StoreMemoryArgs) -> Result<Stored, Error> {
+        let span = tracing::trace_span!("store.validate").entered();
         let m = self.new_memory(caller, a)?;
+        drop(span);
         self.insert(caller, m)
     }
 

@@ -56,8 +56,9 @@ impl BackgroundEmbedder {
         let cell: Arc<OnceLock<Loaded>> = Arc::new(OnceLock::new());
         let (bg, bg_dir) = (cell.clone(), dir.to_path_buf());
         std::thread::Builder::new().name("model-load".into()).spawn(move || {
-            // The model's thread pools may start here: they inherit the embedding thread's
-            // lower priority (spine_embed::BatchingEmbedder).
+            // Loading runs at the note lane's lower priority (spine_embed::BatchingEmbedder);
+            // rayon's global pool, which runs the large requests that bypass the lanes
+            // (imports, reindexing), may start here and inherit it.
             spine_embed::lower_priority();
             bg.get_or_init(|| load(&bg_dir, precision));
         })?;
