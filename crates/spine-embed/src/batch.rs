@@ -1,5 +1,6 @@
 //! Concurrent embedding requests coalesced into shared forward passes, in two lanes: short
-//! requests (search queries) at normal priority, long ones (notes) at a lower one.
+//! requests (search queries) beside and ahead of long ones (notes), both at a lowered
+//! priority.
 //!
 //! Many sessions store and search at once; each call embeds one or two texts. Run one by
 //! one, those calls queue for the CPU anyway, and each small forward pass uses it poorly
@@ -24,7 +25,7 @@
 //! took 180–690 ms (README "Performance"). With the lanes, a query never waits for a note:
 //! its pass runs beside the note pass, and the kernel's scheduler gives the query's threads
 //! three quarters of the cores while both run (nice 5 against nice 10: weights 335 and 110);
-//! under that load `search_memory` took 33–37 ms at p50 inside the server. Calls that embed
+//! under that load `search_memory` took 33–47 ms at p50 inside the server (five runs). Calls that embed
 //! nothing (`get_memory`, `list_memory`…) and the machine's other processes (nice 0, weight
 //! 1,024) stay ahead of both lanes: at nice 0 the query lane took the CPU from the load
 //! generator beside it, whose calls then waited 3–6 times longer. On an idle machine
