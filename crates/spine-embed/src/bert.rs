@@ -69,12 +69,15 @@ impl Precision {
         }
     }
 
-    /// Int8 where it is fast ([`Precision::int8_is_fast`]), f32 elsewhere.
+    /// What `auto` means: f32, on every CPU. Measured side by side (README "Performance"),
+    /// int8 was never the faster one where it counts: with VNNI it tied f32 for one client
+    /// (query p50 6.0 ms both, stores 102 against 96/s on a 16-core Xeon) and fell to a
+    /// third to a half of f32 under concurrent load (candle's int8 products all run on
+    /// one process-wide thread pool that takes one product at a time, so concurrent passes
+    /// queue for it); without VNNI it is faster alone but its 7-bit weights lose a little
+    /// recall. `int8` stays available by choice.
     pub fn detect() -> Precision {
-        match Self::int8_is_fast() {
-            true => Precision::Int8,
-            false => Precision::F32,
-        }
+        Precision::F32
     }
 
     /// Whether this CPU has the VNNI instructions candle's int8 kernels need.

@@ -468,8 +468,8 @@ mod tests {
         }
         assert_eq!(Precision::parse(Some("f32")).unwrap(), Precision::F32);
         assert_eq!(Precision::parse(Some("int8")).unwrap(), Precision::Int8);
-        let want = if Precision::int8_is_fast() { Precision::Int8 } else { Precision::F32 };
-        assert_eq!(Precision::detect(), want);
+        // `auto` is f32 on every CPU: int8 is slower under concurrent load (bert.rs).
+        assert_eq!(Precision::detect(), Precision::F32);
         let err = Precision::parse(Some("fp16")).unwrap_err().to_string();
         assert!(err.contains("auto, f32 or int8"), "{err}");
     }

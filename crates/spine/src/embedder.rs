@@ -120,9 +120,9 @@ pub struct EmbedderArgs {
     /// unset.
     #[arg(long, global = true, env = "SPINE_EMBED_DIMS")]
     pub embed_dims: Option<usize>,
-    /// Precision of the built-in model's matrix products: `auto` (int8 on CPUs with VNNI,
-    /// else f32), `f32` (the published weights as they are) or `int8` (README
-    /// "Performance").
+    /// Precision of the built-in model's matrix products: `auto` (f32, the faster one under
+    /// concurrent load on every CPU measured), `f32` (the published weights as they are) or
+    /// `int8` (README "Performance").
     #[arg(long, global = true, env = "SPINE_EMBED_PRECISION", value_enum, default_value = "auto")]
     pub embed_precision: PrecisionArg,
 }
@@ -138,7 +138,16 @@ pub enum PrecisionArg {
 impl PrecisionArg {
     fn precision(self) -> Precision {
         match self {
-            PrecisionArg::Auto => Precision::detect(),
+            PrecisionArg::Auto => {
+                let chosen = Precision::detect();
+                tracing::info!(
+                    precision = ?chosen,
+                    vnni = Precision::int8_is_fast(),
+                    "--embed-precision auto: f32 (int8 is slower under concurrent load with \
+                     VNNI and loses recall without; README \"Performance\")"
+                );
+                chosen
+            }
             PrecisionArg::F32 => Precision::F32,
             PrecisionArg::Int8 => {
                 if !Precision::int8_is_fast() {
