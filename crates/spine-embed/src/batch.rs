@@ -157,12 +157,29 @@ pub struct BatchingEmbedder<E: Embedder + 'static> {
     workers: Vec<std::thread::JoinHandle<()>>,
 }
 
+/// How many passes of one lane may run at once on a machine of `threads` threads: one per
+/// four threads (at most eight), so that on many cores several small passes share the
+/// lane's pool instead of one pass leaving most of it idle; `SPINE_EMBED_PASSES` overrides.
+pub fn passes_per_lane(threads: usize) -> usize {
+    let set = std::env::var("SPINE_EMBED_PASSES").ok().and_then(|v| v.trim().parse().ok());
+    match set {
+        Some(n) if n > 0 => n,
+        _ => (threads / 4).clamp(1, 8),
+    }
+}
+
 impl<E: Embedder + 'static> BatchingEmbedder<E> {
     /// `inner` behind the batcher, with the workers of both lanes started. On the 2-core
     /// machine of the README, eight threads storing 460-character notes got 62 documents/s
     /// sharing passes and 41/s each embedding on its own (`cargo run --release -p
     /// spine-embed --example throughput`).
     pub fn new(inner: E) -> Self {
+        Self::with_passes(inner, None)
+    }
+
+    /// [`BatchingEmbedder::new`] with `passes` passes per lane at most at once (else
+    /// [`passes_per_lane`]'s number).
+    pub fn with_passes(inner: E, passes: Option<usize>) -> Self {
         let shared = Arc::new(Shared {
             inner,
             state: Mutex::default(),
@@ -171,8 +188,8 @@ impl<E: Embedder + 'static> BatchingEmbedder<E> {
         });
         let mut workers = Vec::new();
         for lane in [Lane::Short, Lane::Long] {
-            match start(&shared, lane) {
-                Ok(worker) => workers.push(worker),
+            match start(&shared, lane, passes) {
+                Ok(started) => workers.extend(started),
                 Err(e) => {
                     tracing::error!(error = %e, lane = lane.name(), "cannot start the embedding threads");
                     // Whatever started ends: the calls then run on their callers' threads.
@@ -192,22 +209,45 @@ impl<E: Embedder + 'static> BatchingEmbedder<E> {
     }
 }
 
-/// Starts `lane`'s worker with its thread pool (at the lane's priority).
+/// Starts `lane`'s workers (`passes` of them, else [`passes_per_lane`]'s number) with the
+/// thread pool they share (at the lane's priority). On error the workers already started
+/// are returned by nobody: the caller stops and joins them through the shared state.
 fn start<E: Embedder + 'static>(
     shared: &Arc<Shared<E>>,
     lane: Lane,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
-    // As many threads as the global pool (RAYON_NUM_THREADS, else one per CPU).
-    let pool = rayon::ThreadPoolBuilder::new()
-        .thread_name(move |i| format!("{}-{i}", lane.name()))
-        .start_handler(move |_| set_nice(lane.nice()))
-        .build()
-        .map_err(std::io::Error::other)?;
-    let shared = shared.clone();
-    std::thread::Builder::new().name(lane.name().into()).spawn(move || {
-        set_nice(lane.nice());
-        work(&shared, lane, &pool);
-    })
+    passes: Option<usize>,
+) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+    // As many threads as the global pool (RAYON_NUM_THREADS, else one per CPU). The
+    // lane's concurrent passes share them: rayon's work stealing gives a lone pass every
+    // thread and splits them between passes running at once, so the lane never runs more
+    // compute threads than the machine has.
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .thread_name(move |i| format!("{}-{i}", lane.name()))
+            .start_handler(move |_| set_nice(lane.nice()))
+            .build()
+            .map_err(std::io::Error::other)?,
+    );
+    let passes = passes.unwrap_or_else(|| passes_per_lane(pool.current_num_threads())).max(1);
+    let mut workers = Vec::with_capacity(passes);
+    for w in 0..passes {
+        let (shared, pool) = (shared.clone(), pool.clone());
+        let name = if w == 0 { lane.name().to_owned() } else { format!("{}-pass{w}", lane.name()) };
+        let spawned = std::thread::Builder::new().name(name).spawn(move || {
+            set_nice(lane.nice());
+            work(&shared, lane, &pool);
+        });
+        match spawned {
+            Ok(worker) => workers.push(worker),
+            // Fewer concurrent passes, but the lane works.
+            Err(e) if !workers.is_empty() => {
+                tracing::warn!(error = %e, lane = lane.name(), passes = workers.len(), "fewer embedding passes at once");
+                break;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(workers)
 }
 
 /// Lowers the calling thread's priority to [`WORKER_NICE`] (Linux: the nice value is per
@@ -232,8 +272,9 @@ fn set_nice(nice: i32) {
     let _ = nice;
 }
 
-/// A lane's worker: one pass at a time over what its lane has queued, until stopped. The
-/// passes run on `pool`, so the model's parallel work stays on the lane's threads.
+/// One of a lane's workers: one pass at a time over what its lane has queued, until
+/// stopped; the lane's other workers run theirs meanwhile. The passes run on `pool`, so the
+/// model's parallel work stays on the lane's threads.
 fn work<E: Embedder>(shared: &Shared<E>, lane: Lane, pool: &rayon::ThreadPool) {
     let mut state = shared.lock();
     loop {
@@ -245,6 +286,10 @@ fn work<E: Embedder>(shared: &Shared<E>, lane: Lane, pool: &rayon::ThreadPool) {
             continue;
         }
         let jobs = state.next_pass(lane);
+        if !state.queues[lane as usize].is_empty() {
+            // More than this pass is waiting: an idle worker of the lane takes the next.
+            shared.queued[lane as usize].notify_one();
+        }
         drop(state);
         let outcomes = pool.install(|| run(&shared.inner, &jobs));
         state = shared.lock();
@@ -419,7 +464,7 @@ mod tests {
     fn callers_waiting_on_a_pass_share_the_next_one() {
         let gate = Arc::new(Barrier::new(2));
         let fake = Fake { gate: Some(gate.clone()), ..Fake::default() };
-        let b = Arc::new(BatchingEmbedder::new(fake));
+        let b = Arc::new(BatchingEmbedder::with_passes(fake, Some(1)));
         let first = {
             let b = b.clone();
             std::thread::spawn(move || b.embed(&["first"]).unwrap())
@@ -458,7 +503,7 @@ mod tests {
         let (gate, second) = (Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
         let fake =
             Fake { gate: Some(gate.clone()), second_gate: Some(second.clone()), ..Fake::default() };
-        let b = Arc::new(BatchingEmbedder::new(fake));
+        let b = Arc::new(BatchingEmbedder::with_passes(fake, Some(1)));
         let call = |text: String| {
             let b = b.clone();
             std::thread::spawn(move || assert_eq!(b.embed(&[&text]).unwrap(), vec![want(&text)]))
@@ -519,6 +564,45 @@ mod tests {
                 pass(&[&texts[2], &texts[3]]),   // the rest
             ]
         );
+    }
+
+    /// With two passes per lane, a note arriving while another note's pass runs gets a pass
+    /// of its own at once, beside the first (on many cores one pass leaves most of them
+    /// idle); each caller still gets its own vectors.
+    #[test]
+    fn a_lane_runs_passes_side_by_side() {
+        let gate = Arc::new(Barrier::new(2));
+        let b = Arc::new(BatchingEmbedder::with_passes(
+            Fake { gate: Some(gate.clone()), ..Fake::default() },
+            Some(2),
+        ));
+        let call = |text: String| {
+            let b = b.clone();
+            std::thread::spawn(move || assert_eq!(b.embed(&[&text]).unwrap(), vec![want(&text)]))
+        };
+        let first = call(format!("first {}", "n".repeat(SHORT_CHARS)));
+        gate.wait(); // the first note's pass is running
+        let second = call("m".repeat(SHORT_CHARS + 1));
+        // The second note's pass starts while the first still holds the gate (with one pass
+        // at a time this would wait for it: fail, do not hang).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while b.inner().passes.lock().unwrap().len() < 2 {
+            assert!(std::time::Instant::now() < deadline, "the second note waited for the first");
+            std::thread::yield_now();
+        }
+        second.join().unwrap();
+        gate.wait();
+        first.join().unwrap();
+        assert_eq!(b.inner().calls.load(Ordering::SeqCst), 2);
+        assert_eq!(b.workers.len(), 4, "two workers per lane");
+    }
+
+    #[test]
+    fn passes_per_lane_grow_with_the_cores() {
+        if std::env::var_os("SPINE_EMBED_PASSES").is_some() {
+            return; // set by whoever runs the tests: the formula is not in use
+        }
+        assert_eq!([1, 2, 4, 7, 8, 16, 32, 64].map(passes_per_lane), [1, 1, 1, 1, 2, 4, 8, 8]);
     }
 
     #[test]
