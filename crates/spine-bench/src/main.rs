@@ -8,13 +8,17 @@
 //! cargo run --release -p spine-bench -- ingest 500            # store_memory rate, with embedding
 //! cargo run --release -p spine-bench -- eval 2000             # retrieval quality (see eval.rs)
 //! cargo run --release -p spine-bench -- eval prose 2000       # the same on prose (see prose.rs)
+//! cargo run --release -p spine-bench -- load --mode mix       # a running server over MCP HTTP
 //! ```
 //!
 //! Search figures exclude the query embedding (SPEC targets do): query vectors are served
-//! from a memo. See `scale.rs` for how the benchmark vectors are made.
+//! from a memo. See `scale.rs` for how the benchmark vectors are made. `load` is the
+//! exception: it drives a whole `spine serve` over streamable HTTP with fresh documents and
+//! queries, embedding included (see `load.rs`).
 
 mod corpus;
 mod eval;
+mod load;
 mod prose;
 mod scale;
 mod secrets;
@@ -151,6 +155,7 @@ fn main() -> Result<()> {
             Ok(())
         }
         Some("secrets") => secrets::run(),
+        Some("load") => load::run(&args[1..]),
         Some("ingest") => ingest(numbers(1)?.first().copied().unwrap_or(500)),
         Some("eval") => {
             let prose = args.get(1).is_some_and(|a| a == "prose");
@@ -160,7 +165,7 @@ fn main() -> Result<()> {
         }
         _ => {
             bail!(
-                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N | spine-bench ingest N | spine-bench eval [prose] [N] | spine-bench secrets"
+                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N | spine-bench ingest N | spine-bench eval [prose] [N] | spine-bench secrets | spine-bench load [--url URL | --binary PATH] [--mode mix|store|search] [--sessions N] [--seconds S] [--seed N] [--json] [-- serve args]"
             )
         }
     }

@@ -1,0 +1,711 @@
+//! A running server under load: `spine-bench load`.
+//!
+//! N MCP sessions against `spine serve` over streamable HTTP (a server at `--url`, or one
+//! started here from `--binary` on a fresh data directory), each a task calling tools back to
+//! back for S seconds, the way an agent's client calls them: JSON-RPC POSTed to `/mcp` by
+//! hand (`initialize`, `notifications/initialized`, then `tools/call`), a reply read as JSON
+//! or from the SSE stream, each session on its own kept-alive HTTP/1.1 connection. It
+//! reports calls/s, records/s, each tool's latency percentiles and failures, the server's
+//! CPU seconds, cores busy and peak RSS (from `/proc`, when the server's pid is known), and
+//! this client's own CPU time, so a reader sees whether the client competed for the cores.
+//! (Peak RSS is the server's since it started, which for `--url` may predate the run.) The
+//! sessions are ended with DELETE afterwards.
+//!
+//! Key design decision: every `store_memory` is a document never stored before and every
+//! `search_memory` a query never asked before (against `--url`, not in an earlier run
+//! either: texts carry this run's start time), so the server embeds each one and its
+//! query-embedding cache cannot answer; the figures are those of fresh agent calls. `mix`
+//! weighs the tools like a working agent (search 30, store 15, get 20, list 20, update 10,
+//! archive 5); `update_memory` sends the record's own content with new tags, so nothing is
+//! embedded, and each record is archived at most once.
+
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, ValueEnum};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::{self, SendRequest};
+use hyper::header::{ACCEPT, CONTENT_TYPE, HOST, HeaderMap, HeaderValue};
+use hyper::{Request, StatusCode, Uri};
+use hyper_util::rt::TokioIo;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+
+use crate::{corpus, percentile};
+
+const SCOPE: &str = "bench:project:load";
+const PROTOCOL: &str = "2025-06-18";
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Corpus documents (and queries) cycled through, each use made unique by a counter (the
+/// corpus makes about 2,500).
+const DOCUMENTS: usize = 2000;
+/// Records stored before the timed part (every mode): ids for get/update/archive, something
+/// for a search to find, and the model loaded before the clock starts.
+const SEED_RECORDS: usize = 20;
+/// The errors kept to print.
+const KEPT_ERRORS: usize = 3;
+
+/// `spine-bench load`: a load generator for a running `spine serve`.
+#[derive(Debug, Parser)]
+#[command(name = "spine-bench load")]
+struct Args {
+    /// A running server's MCP endpoint (e.g. http://127.0.0.1:8080/mcp).
+    #[arg(long, conflicts_with = "binary")]
+    url: Option<Uri>,
+    /// Start this `spine` binary on a fresh data directory and a free port [default:
+    /// target/release/spine when --url is not given].
+    #[arg(long)]
+    binary: Option<PathBuf>,
+    /// Which calls to make.
+    #[arg(long, value_enum, default_value_t = Mode::Mix)]
+    mode: Mode,
+    /// MCP sessions calling at once, each on its own connection.
+    #[arg(long, default_value_t = 8)]
+    sessions: usize,
+    /// How long to call for.
+    #[arg(long, default_value_t = 20.0)]
+    seconds: f64,
+    /// Seed of the sessions' choices of tool and record.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// One JSON line instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Extra `spine serve` arguments for --binary (e.g. -- --embed-precision f32).
+    #[arg(last = true)]
+    serve_args: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    /// Every tool, weighted like a working agent.
+    Mix,
+    /// store_memory of new documents only.
+    Store,
+    /// search_memory of new queries only.
+    Search,
+}
+
+/// The tools the load calls, in [`TOOLS`]' order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Tool {
+    Search,
+    Store,
+    Get,
+    List,
+    Update,
+    Archive,
+}
+
+/// Each tool's MCP name and its weight in `mix`.
+const TOOLS: [(Tool, &str, u32); 6] = [
+    (Tool::Search, "search_memory", 30),
+    (Tool::Store, "store_memory", 15),
+    (Tool::Get, "get_memory", 20),
+    (Tool::List, "list_memory", 20),
+    (Tool::Update, "update_memory", 10),
+    (Tool::Archive, "archive_memory", 5),
+];
+
+impl Tool {
+    fn name(self) -> &'static str {
+        TOOLS[self as usize].1
+    }
+}
+
+/// What the sessions share: the corpus, the counters that make documents and queries
+/// unique, the records stored so far, and the outcomes.
+struct Workload {
+    mode: Mode,
+    corpus: Vec<(String, String)>,
+    run: String,
+    next_document: AtomicUsize,
+    next_query: AtomicUsize,
+    records: Mutex<Records>,
+    /// The calls' outcomes, and the first [`KEPT_ERRORS`] errors.
+    outcomes: Mutex<(Tally, Vec<String>)>,
+}
+
+/// Records this process stored. Invariant: `unarchived` holds indices into `stored` of
+/// records not yet sent to archive_memory, each once.
+#[derive(Default)]
+struct Records {
+    /// (id, content) of each record stored.
+    stored: Vec<(String, String)>,
+    unarchived: Vec<usize>,
+}
+
+impl Workload {
+    /// `run` marks this run's documents and queries apart from an earlier run's on the same
+    /// server; empty for a fresh server.
+    fn new(mode: Mode, corpus: Vec<(String, String)>, run: String) -> Workload {
+        let (next_document, next_query) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let (records, outcomes) = (Mutex::default(), Mutex::default());
+        Workload { mode, corpus, run, next_document, next_query, records, outcomes }
+    }
+
+    fn document(&self) -> String {
+        let i = self.next_document.fetch_add(1, Ordering::Relaxed);
+        format!("{}\n(note {}{i})", self.corpus[i % self.corpus.len()].0, self.run)
+    }
+
+    fn query(&self) -> String {
+        let i = self.next_query.fetch_add(1, Ordering::Relaxed);
+        let q = &self.corpus[i % self.corpus.len()].1;
+        if i < self.corpus.len() && self.run.is_empty() {
+            q.clone()
+        } else {
+            format!("{q} (case {}{i})", self.run)
+        }
+    }
+
+    /// The next call: a tool and its arguments. A tool that needs a stored record falls
+    /// back to store_memory when there is none (for archive: none left unarchived).
+    fn next_call(&self, rng: &mut StdRng) -> (Tool, Value) {
+        let tool = match self.mode {
+            Mode::Store => Tool::Store,
+            Mode::Search => Tool::Search,
+            Mode::Mix => mix_pick(rng),
+        };
+        let mut records = self.records.lock().expect("no session panics holding the records");
+        let r = &mut *records;
+        let args = match tool {
+            Tool::Search => json!({"query": self.query(), "scope": SCOPE}),
+            Tool::List => json!({"scope": SCOPE}),
+            Tool::Get if !r.stored.is_empty() => {
+                json!({"id": r.stored[rng.random_range(0..r.stored.len())].0})
+            }
+            Tool::Update if !r.unarchived.is_empty() => {
+                let (id, content) =
+                    &r.stored[r.unarchived[rng.random_range(0..r.unarchived.len())]];
+                let tag = format!("v{}", rng.random::<u32>());
+                json!({"id": id, "content": content, "tags": ["load", tag]})
+            }
+            Tool::Archive if !r.unarchived.is_empty() => {
+                let i = r.unarchived.swap_remove(rng.random_range(0..r.unarchived.len()));
+                json!({"ids": [r.stored[i].0]})
+            }
+            _ => return (Tool::Store, store_args(self.document())),
+        };
+        (tool, args)
+    }
+
+    fn record(&self, tool: Tool, ms: f64, outcome: Result<()>) {
+        let mut outcomes = self.outcomes.lock().expect("no session panics holding the outcomes");
+        let (tally, errors) = &mut *outcomes;
+        let (latencies, failed) = tally.entry(tool).or_default();
+        match outcome {
+            Ok(()) => latencies.push(ms),
+            Err(e) => {
+                *failed += 1;
+                if errors.len() < KEPT_ERRORS {
+                    errors.push(format!("{e:#}"));
+                }
+            }
+        }
+    }
+
+    /// Notes a successful store_memory: its id from the result's structuredContent.
+    fn stored(&self, args: &Value, result: &Value) -> Result<()> {
+        let Some(id) = result.pointer("/structuredContent/id").and_then(Value::as_str) else {
+            bail!("store_memory: no structuredContent.id in {}", snippet(&result.to_string()));
+        };
+        let content = args["content"].as_str().unwrap_or_default().to_owned();
+        let mut r = self.records.lock().expect("no session panics holding the records");
+        let next = r.stored.len();
+        r.unarchived.push(next);
+        r.stored.push((id.to_owned(), content));
+        Ok(())
+    }
+}
+
+/// A tool drawn by the `mix` weights of [`TOOLS`].
+fn mix_pick(rng: &mut StdRng) -> Tool {
+    let mut roll = rng.random_range(0..TOOLS.iter().map(|(.., w)| w).sum::<u32>());
+    for (tool, _, weight) in TOOLS {
+        if roll < weight {
+            return tool;
+        }
+        roll -= weight;
+    }
+    unreachable!("roll is below the sum of the weights")
+}
+
+fn store_args(content: String) -> Value {
+    json!({"content": content, "scope": SCOPE, "source": "agent-inferred", "category": "convention"})
+}
+
+/// One HTTP/1.1 connection to the server, kept alive: every request of a session goes over
+/// the same socket. (reqwest's pool opened a new connection whenever the next request left
+/// before the last one's connection was back in the pool: every fourth call, back to back.)
+struct Connection {
+    sender: SendRequest<Full<Bytes>>,
+    host: String,
+}
+
+impl Connection {
+    async fn open(uri: &Uri) -> Result<Connection> {
+        if uri.scheme_str() != Some("http") {
+            bail!("{uri}: only http:// URLs");
+        }
+        let host = uri.host().context("a host in the URL")?;
+        let port = uri.port_u16().unwrap_or(80);
+        let stream = TcpStream::connect((host.trim_matches(['[', ']']), port)).await?;
+        stream.set_nodelay(true)?;
+        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(connection);
+        Ok(Connection { sender, host: format!("{host}:{port}") })
+    }
+
+    /// Sends `request` (its Host header added), reads the whole response.
+    async fn send(
+        &mut self,
+        mut request: Request<Full<Bytes>>,
+    ) -> Result<(StatusCode, HeaderMap, Bytes)> {
+        request.headers_mut().insert(HOST, HeaderValue::from_str(&self.host)?);
+        self.sender.ready().await?;
+        let (head, body) = self.sender.send_request(request).await?.into_parts();
+        Ok((head.status, head.headers, body.collect().await?.to_bytes()))
+    }
+}
+
+/// One MCP session: its own connection and the server's session id.
+struct Session {
+    connection: Connection,
+    uri: Uri,
+    id: Option<String>,
+    next_request: u64,
+    /// A call timed out: its reply may still come, so the next call opens a new connection.
+    stale: bool,
+}
+
+impl Session {
+    async fn open(uri: &Uri) -> Result<Session> {
+        let connection = Connection::open(uri).await?;
+        let mut session =
+            Session { connection, uri: uri.clone(), id: None, next_request: 1, stale: false };
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": PROTOCOL, "capabilities": {},
+            "clientInfo": {"name": "spine-bench", "version": "1"}}});
+        let (status, headers, body) = session.post(&init).await.context("initialize")?;
+        session.id = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        reply(status, &headers, &body, 0).context("initialize")?;
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let (status, _, body) =
+            session.post(&initialized).await.context("notifications/initialized")?;
+        if status.as_u16() >= 400 {
+            bail!(
+                "notifications/initialized: HTTP {status}: {}",
+                snippet(&String::from_utf8_lossy(&body))
+            );
+        }
+        Ok(session)
+    }
+
+    async fn post(&mut self, body: &Value) -> Result<(StatusCode, HeaderMap, Bytes)> {
+        // The server may close a kept-alive connection (idle, restart): open another.
+        if self.stale || self.connection.sender.is_closed() {
+            self.connection = Connection::open(&self.uri).await?;
+            self.stale = false;
+        }
+        let path = self.uri.path_and_query().map_or("/", |p| p.as_str());
+        let mut request = Request::post(path)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream");
+        if let Some(id) = &self.id {
+            request = request.header("Mcp-Session-Id", id).header("MCP-Protocol-Version", PROTOCOL);
+        }
+        self.connection.send(request.body(Full::new(Bytes::from(body.to_string())))?).await
+    }
+
+    /// Ends the session on the server (DELETE), so that runs against one server do not
+    /// leave sessions open until their idle timeout. Best effort.
+    async fn close(mut self) {
+        if let Some(id) = &self.id
+            && let Ok(request) =
+                Request::delete(self.uri.path()).header("Mcp-Session-Id", id).body(Full::default())
+        {
+            let _ = tokio::time::timeout(CALL_TIMEOUT, self.connection.send(request)).await;
+        }
+    }
+
+    /// `tools/call`: the result, or why the call failed (transport, HTTP status, JSON-RPC
+    /// error, `isError`, or no reply within [`CALL_TIMEOUT`]).
+    async fn call(&mut self, tool: Tool, args: &Value) -> Result<Value> {
+        let id = self.next_request;
+        self.next_request += 1;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                          "params": {"name": tool.name(), "arguments": args}});
+        let message = match tokio::time::timeout(CALL_TIMEOUT, self.post(&body)).await {
+            Err(_) => {
+                self.stale = true;
+                bail!("{}: no reply in {} s", tool.name(), CALL_TIMEOUT.as_secs())
+            }
+            Ok(response) => {
+                let (status, headers, body) = response.with_context(|| tool.name())?;
+                reply(status, &headers, &body, id).with_context(|| tool.name())?
+            }
+        };
+        let result = &message["result"];
+        if result.get("isError").and_then(Value::as_bool) == Some(true) {
+            bail!("{}: isError: {}", tool.name(), snippet(&result["content"].to_string()));
+        }
+        Ok(result.clone())
+    }
+}
+
+/// The JSON-RPC reply to request `id`: the body, or for an SSE stream (which the server ends
+/// after the reply) the `data:` event whose `id` is `id`.
+fn reply(status: StatusCode, headers: &HeaderMap, body: &[u8], id: u64) -> Result<Value> {
+    let body = String::from_utf8_lossy(body);
+    if status.as_u16() >= 400 {
+        bail!("HTTP {status}: {}", snippet(&body));
+    }
+    let sse =
+        headers.get(CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+    let message: Value = if sse {
+        let events = body.lines().filter_map(|l| l.strip_prefix("data:"));
+        let mut messages = events.filter_map(|d| serde_json::from_str::<Value>(d).ok());
+        let reply = messages.find(|m| m["id"] == id);
+        reply.with_context(|| format!("no reply to request {id} in the SSE stream"))?
+    } else {
+        serde_json::from_str(&body).context("a JSON-RPC reply")?
+    };
+    if let Some(error) = message.get("error") {
+        bail!("JSON-RPC error: {}", snippet(&error.to_string()));
+    }
+    if message.get("result").is_none() {
+        bail!("no result in {}", snippet(&message.to_string()));
+    }
+    Ok(message)
+}
+
+fn snippet(s: &str) -> String {
+    s.chars().take(300).collect()
+}
+
+/// Outcomes per tool: successful calls' latencies in ms, and the failed calls.
+type Tally = BTreeMap<Tool, (Vec<f64>, usize)>;
+
+/// One session calling back to back until `deadline`; a call started before it is awaited.
+async fn drive(mut session: Session, work: Arc<Workload>, deadline: Instant, seed: u64) -> Session {
+    let mut rng = StdRng::seed_from_u64(seed);
+    while Instant::now() < deadline {
+        let (tool, args) = work.next_call(&mut rng);
+        let started = Instant::now();
+        let outcome = session.call(tool, &args).await.and_then(|result| match tool {
+            Tool::Store => work.stored(&args, &result),
+            _ => Ok(()),
+        });
+        work.record(tool, started.elapsed().as_secs_f64() * 1e3, outcome);
+    }
+    session
+}
+
+/// A server started from `--binary`, killed (and its data directory removed) on drop.
+struct Server {
+    child: Child,
+    _data_dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `binary serve` on a fresh data directory and a free loopback port, and waits for
+/// `/healthz` to answer 200.
+async fn start(binary: &Path, extra: &[String]) -> Result<(Server, Uri)> {
+    let data_dir = tempfile::tempdir()?;
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let child = Command::new(binary)
+        .arg("serve")
+        .arg("--data-dir")
+        .arg(data_dir.path())
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(extra)
+        .env("SPINE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {} serve", binary.display()))?;
+    let mut server = Server { child, _data_dir: data_dir };
+    let mcp: Uri = format!("http://127.0.0.1:{port}/mcp").parse()?;
+    let started = Instant::now();
+    loop {
+        if let Some(status) = server.child.try_wait()? {
+            bail!("{} serve exited before answering /healthz: {status}", binary.display());
+        }
+        if let Ok(mut c) = Connection::open(&mcp).await
+            && let Ok(healthz) = Request::get("/healthz").body(Full::default())
+            && c.send(healthz).await.is_ok_and(|(status, ..)| status == StatusCode::OK)
+        {
+            return Ok((server, mcp));
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            bail!("{mcp}: /healthz did not answer 200 within 60 s");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The pid of the process with a LISTEN socket on `port` (best effort: /proc/net/tcp{,6}
+/// for the socket's inode, then the /proc/*/fd links that point at it).
+fn listening_pid(port: u16) -> Option<u32> {
+    let inode = ["/proc/net/tcp", "/proc/net/tcp6"].iter().find_map(|table| {
+        let text = std::fs::read_to_string(table).ok()?;
+        text.lines().skip(1).find_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let local_port = u16::from_str_radix(f.get(1)?.rsplit(':').next()?, 16).ok()?;
+            let listening = local_port == port && *f.get(3)? == "0A";
+            listening.then(|| f.get(9).map(|s| s.to_string())).flatten()
+        })
+    })?;
+    let target = format!("socket:[{inode}]");
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
+        let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+        let fds = std::fs::read_dir(entry.path().join("fd")).ok()?;
+        fds.flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == target.as_str()))
+            .then_some(pid)
+    })
+}
+
+/// utime + stime of a process (`self` or a pid) in seconds, from /proc/PID/stat.
+fn cpu_seconds(pid: impl Display) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name start at field 3 (state); utime and
+    // stime are fields 14 and 15.
+    let f: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
+    // SAFETY: sysconf reads a constant of the system; it has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Some(ticks / if hz > 0 { hz as f64 } else { 100.0 })
+}
+
+/// The peak resident set (VmHWM) of a process, in MiB.
+fn peak_rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
+    Some(kb.trim().trim_end_matches("kB").trim().parse::<f64>().ok()? / 1024.0)
+}
+
+/// `spine-bench load [flags] [-- serve args]`.
+pub fn run(args: &[String]) -> Result<()> {
+    let args = Args::parse_from(
+        std::iter::once("spine-bench load".to_owned()).chain(args.iter().cloned()),
+    );
+    if !(args.seconds > 0.0 && args.seconds.is_finite()) || args.sessions == 0 {
+        bail!("--seconds and --sessions must be positive");
+    }
+    let corpus = corpus::documents(DOCUMENTS)?;
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(measure(args, corpus))
+}
+
+async fn measure(args: Args, corpus: Vec<(String, String)>) -> Result<()> {
+    let (server, url) = match (&args.url, &args.binary) {
+        (Some(_), _) if !args.serve_args.is_empty() => bail!("-- serve arguments need --binary"),
+        (Some(url), _) => (None, url.clone()),
+        (None, binary) => {
+            let binary = binary.clone().unwrap_or_else(|| "target/release/spine".into());
+            let (server, url) = start(&binary, &args.serve_args).await?;
+            (Some(server), url)
+        }
+    };
+    let pid = match &server {
+        Some(s) => Some(s.child.id()),
+        None => listening_pid(url.port_u16().unwrap_or(80)),
+    };
+    // A server at --url may have seen an earlier run's texts (its query cache would answer).
+    let run = match &server {
+        Some(_) => String::new(),
+        None => format!("{}-", SystemTime::now().duration_since(UNIX_EPOCH)?.as_millis()),
+    };
+    let work = Arc::new(Workload::new(args.mode, corpus, run));
+    let mut sessions = Vec::with_capacity(args.sessions);
+    for i in 0..args.sessions {
+        sessions.push(Session::open(&url).await.with_context(|| format!("session {i} at {url}"))?);
+    }
+    // In every mode (as the device machine's rawload.py): records for get, update and
+    // archive to read, for a search to find, and the model loaded before the clock starts.
+    for _ in 0..SEED_RECORDS {
+        let store = store_args(work.document());
+        let result = sessions[0].call(Tool::Store, &store).await.context("seed records")?;
+        work.stored(&store, &result).context("seed records")?;
+    }
+
+    let (server_cpu, client_cpu) = (pid.and_then(cpu_seconds), cpu_seconds("self"));
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(args.seconds);
+    let tasks: Vec<_> = (0..)
+        .zip(sessions)
+        .map(|(i, s)| tokio::spawn(drive(s, work.clone(), deadline, args.seed.wrapping_add(i))))
+        .collect();
+    let mut sessions = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        sessions.push(task.await.context("a session task")?);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let since = |before: Option<f64>, now: Option<f64>| Some(now? - before?);
+    let server_cpu_s = since(server_cpu, pid.and_then(cpu_seconds));
+    let client_cpu_s = since(client_cpu, cpu_seconds("self"));
+    let server_peak_rss_mib = pid.and_then(peak_rss_mib);
+    for session in sessions {
+        session.close().await;
+    }
+    drop(server);
+
+    let (tally, errors) = std::mem::take(&mut *work.outcomes.lock().expect("the sessions ended"));
+    let mut tools = BTreeMap::new();
+    for (tool, (mut ms, failed)) in tally {
+        ms.sort_by(f64::total_cmp);
+        let p = |q| (!ms.is_empty()).then(|| (percentile(&ms, q) * 10.0).round() / 10.0);
+        let (p50, p95, p99) = (p(0.50), p(0.95), p(0.99));
+        tools.insert(tool.name(), ToolSummary { n: ms.len(), failed, p50, p95, p99 });
+    }
+    let succeeded = |name| tools.get(name).map_or(0, |t: &ToolSummary| t.n) as f64;
+    let summary = Summary {
+        mode: format!("{:?}", args.mode).to_lowercase(),
+        sessions: args.sessions,
+        seconds: secs,
+        calls_per_s: tools.values().map(|t| t.n as f64).sum::<f64>() / secs,
+        records_per_s: succeeded(Tool::Store.name()) / secs,
+        server_cpu_s,
+        server_cores: server_cpu_s.map(|c| c / secs),
+        server_peak_rss_mib,
+        client_cpu_s,
+        errors,
+        tools,
+    };
+    if args.json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        summary.print_table(&url, pid);
+    }
+    Ok(())
+}
+
+/// What a run measured; `--json` prints it as is.
+#[derive(Serialize)]
+struct Summary {
+    mode: String,
+    sessions: usize,
+    /// Wall seconds from the first call to the last reply.
+    seconds: f64,
+    /// Successful calls of every tool.
+    calls_per_s: f64,
+    /// Successful store_memory calls.
+    records_per_s: f64,
+    tools: BTreeMap<&'static str, ToolSummary>,
+    server_cpu_s: Option<f64>,
+    /// Server CPU seconds per wall second.
+    server_cores: Option<f64>,
+    server_peak_rss_mib: Option<f64>,
+    client_cpu_s: Option<f64>,
+    /// The first errors, at most [`KEPT_ERRORS`].
+    errors: Vec<String>,
+}
+
+/// One tool's calls: successful (`n`, and their latency percentiles in ms) and failed.
+#[derive(Serialize)]
+struct ToolSummary {
+    n: usize,
+    failed: usize,
+    p50: Option<f64>,
+    p95: Option<f64>,
+    p99: Option<f64>,
+}
+
+impl Summary {
+    fn print_table(&self, url: &Uri, pid: Option<u32>) {
+        let (mode, sessions, secs) = (&self.mode, self.sessions, self.seconds);
+        println!("spine-bench load: mode {mode}, {sessions} sessions, {secs:.1} s, {url}");
+        print!("{:.1} calls/s", self.calls_per_s);
+        if self.records_per_s > 0.0 {
+            print!(", {:.1} records/s stored", self.records_per_s);
+        }
+        println!(
+            "\n\n{:<16}{:>8}{:>8}{:>9}{:>9}{:>9}",
+            "tool", "calls", "failed", "p50 ms", "p95 ms", "p99 ms"
+        );
+        let ms = |p: Option<f64>| p.map_or("-".to_owned(), |p| format!("{p:.1}"));
+        for (name, t) in &self.tools {
+            let (n, failed, p50, p95, p99) = (t.n, t.failed, ms(t.p50), ms(t.p95), ms(t.p99));
+            println!("{name:<16}{n:>8}{failed:>8}{p50:>9}{p95:>9}{p99:>9}");
+        }
+        println!();
+        match (pid, self.server_cpu_s, self.server_cores) {
+            (Some(pid), Some(cpu), Some(cores)) => println!(
+                "server (pid {pid}): {cpu:.1} CPU s, {cores:.2} cores busy, peak RSS {}",
+                self.server_peak_rss_mib.map_or("unknown".into(), |m| format!("{m:.0} MiB")),
+            ),
+            _ => println!("server: pid not found, no CPU or RSS figures"),
+        }
+        if let Some(cpu) = self.client_cpu_s {
+            println!("client (this process): {cpu:.1} CPU s, {:.2} cores busy", cpu / secs);
+        }
+        for e in &self.errors {
+            println!("error: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_table_is_in_enum_order() {
+        for (i, (tool, ..)) in TOOLS.iter().enumerate() {
+            assert_eq!(*tool as usize, i);
+        }
+        assert_eq!(Tool::Archive.name(), "archive_memory");
+    }
+
+    #[test]
+    fn mix_weights_sum_to_100_and_every_tool_is_drawn() {
+        assert_eq!(TOOLS.iter().map(|(.., w)| w).sum::<u32>(), 100);
+        let mut rng = StdRng::seed_from_u64(7);
+        let drawn: std::collections::BTreeSet<Tool> =
+            (0..1000).map(|_| mix_pick(&mut rng)).collect();
+        assert_eq!(drawn.len(), TOOLS.len());
+    }
+
+    #[test]
+    fn queries_never_repeat_within_a_run_or_across_runs() {
+        let corpus = vec![("d".to_owned(), "q".to_owned()); 2];
+        let work = Workload::new(Mode::Search, corpus.clone(), String::new());
+        let queries: Vec<String> = (0..4).map(|_| work.query()).collect();
+        assert_eq!(queries, ["q", "q", "q (case 2)", "q (case 3)"]);
+        assert_eq!(work.document(), "d\n(note 0)");
+        let again = Workload::new(Mode::Search, corpus, "7-".to_owned());
+        assert_eq!(again.query(), "q (case 7-0)");
+        assert_eq!(again.document(), "d\n(note 7-0)");
+    }
+
+    #[test]
+    fn the_listening_socket_leads_to_this_process() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert_eq!(listening_pid(port), Some(std::process::id()));
+        assert!(cpu_seconds("self").is_some());
+        assert!(peak_rss_mib(std::process::id()).is_some_and(|m| m > 0.0));
+    }
+}
