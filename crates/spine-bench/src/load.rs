@@ -82,6 +82,10 @@ struct Args {
     /// One JSON line instead of the table.
     #[arg(long)]
     json: bool,
+    /// A new connection for every call instead of one kept alive per session (what a client
+    /// without keep-alive meets; the two together show the cost of reusing a connection).
+    #[arg(long)]
+    fresh_connections: bool,
     /// Extra `spine serve` arguments for --binary (e.g. -- --embed-precision f32).
     #[arg(last = true)]
     serve_args: Vec<String>,
@@ -288,13 +292,21 @@ struct Session {
     next_request: u64,
     /// A call timed out: its reply may still come, so the next call opens a new connection.
     stale: bool,
+    /// Every request on a new connection (`--fresh-connections`).
+    fresh: bool,
 }
 
 impl Session {
-    async fn open(uri: &Uri) -> Result<Session> {
+    async fn open(uri: &Uri, fresh: bool) -> Result<Session> {
         let connection = Connection::open(uri).await?;
-        let mut session =
-            Session { connection, uri: uri.clone(), id: None, next_request: 1, stale: false };
+        let mut session = Session {
+            connection,
+            uri: uri.clone(),
+            id: None,
+            next_request: 1,
+            stale: false,
+            fresh,
+        };
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": PROTOCOL, "capabilities": {},
             "clientInfo": {"name": "spine-bench", "version": "1"}}});
@@ -315,7 +327,7 @@ impl Session {
 
     async fn post(&mut self, body: &Value) -> Result<(StatusCode, HeaderMap, Bytes)> {
         // The server may close a kept-alive connection (idle, restart): open another.
-        if self.stale || self.connection.sender.is_closed() {
+        if self.stale || self.fresh || self.connection.sender.is_closed() {
             self.connection = Connection::open(&self.uri).await?;
             self.stale = false;
         }
@@ -541,7 +553,11 @@ async fn measure(args: Args, corpus: Vec<(String, String)>) -> Result<()> {
     let work = Arc::new(Workload::new(args.mode, corpus, run));
     let mut sessions = Vec::with_capacity(args.sessions);
     for i in 0..args.sessions {
-        sessions.push(Session::open(&url).await.with_context(|| format!("session {i} at {url}"))?);
+        sessions.push(
+            Session::open(&url, args.fresh_connections)
+                .await
+                .with_context(|| format!("session {i} at {url}"))?,
+        );
     }
     // In every mode (as the device machine's rawload.py): records for get, update and
     // archive to read, for a search to find, and the model loaded before the clock starts.
@@ -583,6 +599,7 @@ async fn measure(args: Args, corpus: Vec<(String, String)>) -> Result<()> {
     let succeeded = |name| tools.get(name).map_or(0, |t: &ToolSummary| t.n) as f64;
     let summary = Summary {
         mode: format!("{:?}", args.mode).to_lowercase(),
+        fresh_connections: args.fresh_connections,
         sessions: args.sessions,
         seconds: secs,
         calls_per_s: tools.values().map(|t| t.n as f64).sum::<f64>() / secs,
@@ -606,6 +623,8 @@ async fn measure(args: Args, corpus: Vec<(String, String)>) -> Result<()> {
 #[derive(Serialize)]
 struct Summary {
     mode: String,
+    /// A new connection per call (else one kept alive per session).
+    fresh_connections: bool,
     sessions: usize,
     /// Wall seconds from the first call to the last reply.
     seconds: f64,
@@ -636,7 +655,14 @@ struct ToolSummary {
 impl Summary {
     fn print_table(&self, url: &Uri, pid: Option<u32>) {
         let (mode, sessions, secs) = (&self.mode, self.sessions, self.seconds);
-        println!("spine-bench load: mode {mode}, {sessions} sessions, {secs:.1} s, {url}");
+        let connections = if self.fresh_connections {
+            "a new connection per call"
+        } else {
+            "kept-alive connections"
+        };
+        println!(
+            "spine-bench load: mode {mode}, {sessions} sessions ({connections}), {secs:.1} s, {url}"
+        );
         print!("{:.1} calls/s", self.calls_per_s);
         if self.records_per_s > 0.0 {
             print!(", {:.1} records/s stored", self.records_per_s);
