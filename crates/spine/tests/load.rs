@@ -1,6 +1,7 @@
 //! Load (issue 19, short form): many sessions at once on one server, and many `spine mcp`
 //! processes on one data directory — every call must succeed and every write be visible.
-//! The long form with figures is `scripts/bench-load.py` (README "Performance").
+//! The long form with figures is `spine-bench load` (the server's view) and
+//! `scripts/bench-load.py` (the Python SDK's); docs/performance.md.
 
 use std::time::Instant;
 
