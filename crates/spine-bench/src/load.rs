@@ -42,7 +42,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
 
-use crate::{corpus, percentile};
+use crate::{corpus, percentile, status_mib};
 
 const SCOPE: &str = "bench:project:load";
 const PROTOCOL: &str = "2025-06-18";
@@ -508,13 +508,6 @@ fn cpu_seconds(pid: impl Display) -> Option<f64> {
     Some(ticks / if hz > 0 { hz as f64 } else { 100.0 })
 }
 
-/// The peak resident set (VmHWM) of a process, in MiB.
-fn peak_rss_mib(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?;
-    Some(kb.trim().trim_end_matches("kB").trim().parse::<f64>().ok()? / 1024.0)
-}
-
 /// `spine-bench load [flags] [-- serve args]`.
 pub fn run(args: &[String]) -> Result<()> {
     let args = Args::parse_from(
@@ -582,7 +575,7 @@ async fn measure(args: Args, corpus: Vec<(String, String)>) -> Result<()> {
     let since = |before: Option<f64>, now: Option<f64>| Some(now? - before?);
     let server_cpu_s = since(server_cpu, pid.and_then(cpu_seconds));
     let client_cpu_s = since(client_cpu, cpu_seconds("self"));
-    let server_peak_rss_mib = pid.and_then(peak_rss_mib);
+    let server_peak_rss_mib = pid.and_then(|p| status_mib(p, "VmHWM:"));
     for session in sessions {
         session.close().await;
     }
@@ -732,6 +725,6 @@ mod tests {
         let port = listener.local_addr().unwrap().port();
         assert_eq!(listening_pid(port), Some(std::process::id()));
         assert!(cpu_seconds("self").is_some());
-        assert!(peak_rss_mib(std::process::id()).is_some_and(|m| m > 0.0));
+        assert!(status_mib(std::process::id(), "VmHWM:").is_some_and(|m| m > 0.0));
     }
 }

@@ -75,12 +75,15 @@ impl Memo {
 }
 
 fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
+    status_mib("self", "VmRSS:").unwrap_or(0.0)
+}
+
+/// A memory figure of `/proc/{pid}/status` (`field` with its colon, e.g. `VmHWM:`) in MiB;
+/// `pid` may be `self`.
+fn status_mib(pid: impl std::fmt::Display, field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb = status.lines().find_map(|l| l.strip_prefix(field))?;
+    Some(kb.trim().trim_end_matches("kB").trim().parse::<f64>().ok()? / 1024.0)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {

@@ -210,8 +210,8 @@ impl<E: Embedder + 'static> BatchingEmbedder<E> {
 }
 
 /// Starts `lane`'s workers (`passes` of them, else [`passes_per_lane`]'s number) with the
-/// thread pool they share (at the lane's priority). On error the workers already started
-/// are returned by nobody: the caller stops and joins them through the shared state.
+/// thread pool they share (at the lane's priority). Fails only if no worker could start;
+/// if some could, the lane runs with fewer.
 fn start<E: Embedder + 'static>(
     shared: &Arc<Shared<E>>,
     lane: Lane,
