@@ -9,6 +9,7 @@
 //! cargo run --release -p spine-bench -- eval 2000             # retrieval quality (see eval.rs)
 //! cargo run --release -p spine-bench -- eval prose 2000       # the same on prose (see prose.rs)
 //! cargo run --release -p spine-bench -- load --mode mix       # a running server over MCP HTTP
+//! cargo run --release -p spine-bench -- locomo --data F.json  # recall on LoCoMo (see locomo.rs)
 //! ```
 //!
 //! Search figures exclude the query embedding (SPEC targets do): query vectors are served
@@ -19,6 +20,7 @@
 mod corpus;
 mod eval;
 mod load;
+mod locomo;
 mod prose;
 mod scale;
 mod secrets;
@@ -159,6 +161,7 @@ fn main() -> Result<()> {
         }
         Some("secrets") => secrets::run(),
         Some("load") => load::run(&args[1..]),
+        Some("locomo") => locomo::run(&args[1..]),
         Some("ingest") => ingest(numbers(1)?.first().copied().unwrap_or(500)),
         Some("eval") => {
             let prose = args.get(1).is_some_and(|a| a == "prose");
@@ -168,7 +171,7 @@ fn main() -> Result<()> {
         }
         _ => {
             bail!(
-                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N | spine-bench ingest N | spine-bench eval [prose] [N] | spine-bench secrets | spine-bench load [--url URL | --binary PATH] [--mode mix|store|search] [--sessions N] [--seconds S] [--seed N] [--json] [-- serve args]"
+                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N | spine-bench ingest N | spine-bench eval [prose] [N] | spine-bench secrets | spine-bench locomo --data PATH [--mode turns|observations] [--conversations 1-5|6-10|all] [--store DIR] [--json] | spine-bench load [--url URL | --binary PATH] [--mode mix|store|search] [--sessions N] [--seconds S] [--seed N] [--json] [-- serve args]"
             )
         }
     }
