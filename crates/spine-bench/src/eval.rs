@@ -45,7 +45,7 @@
 //! built-in model and written with `insert_batch` (which also indexes it lexically), so the
 //! store is what `store_memory` would have built, without the per-record overhead. Each
 //! query runs through `Service::search_memory` with `k` = 10, in each mode:
-//! 1. dense only — `with_lexical_weight(0.0)`, cosine order;
+//! 1. dense only — `with_lexical_weight(0.0)` and `with_neighbour_weight(0.0)`, cosine order;
 //! 2. dense + lexical — the default service (SPEC search rule 1);
 //! 3. reranked — the default service plus the reranker configured exactly as the `spine`
 //!    binary reads it (`SPINE_SEARCH_RANKER=jev`, `SPINE_RERANK_*`); skipped when unset. It
@@ -263,7 +263,7 @@ pub fn eval(which: Which, n: usize) -> Result<()> {
     // 4. The modes.
     let hybrid = Service::new(store, embedder.clone(), Arc::new(SystemClock), limits);
     let mut modes: Vec<(&str, Score)> = Vec::new();
-    let dense = hybrid.clone().with_lexical_weight(0.0);
+    let dense = hybrid.clone().with_lexical_weight(0.0).with_neighbour_weight(0.0);
     modes.push(("dense only", run_mode(&dense, &scope, &docs, false)?));
     modes.push(("dense + lexical (default)", run_mode(&hybrid, &scope, &docs, false)?));
     let rerank = match rerank_from_env()? {

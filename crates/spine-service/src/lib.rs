@@ -51,6 +51,10 @@ pub struct Service {
     reranker: Option<Arc<dyn Reranker>>,
     /// Weight of the BM25 adjustment in the default order (SPEC search rule 1).
     lexical_weight: f32,
+    /// Weight of search's neighbour step (`rank::NEIGHBOUR_WEIGHT`; 0 turns it off).
+    neighbour_weight: f32,
+    /// Records' lexical terms, shared by searches (`rank::TermCache`).
+    terms: Arc<rank::TermCache>,
     /// Cosine at or above which writes report near-duplicates; `None`: not checked.
     similar_threshold: Option<f32>,
     /// What a write holding a credential gets (`--secrets`).
@@ -72,6 +76,8 @@ impl Service {
             limits,
             reranker: None,
             lexical_weight: rank::LEXICAL_WEIGHT,
+            neighbour_weight: rank::NEIGHBOUR_WEIGHT,
+            terms: Arc::default(),
             similar_threshold: Some(similar::DEFAULT_SIMILAR_THRESHOLD),
             secrets: spine_core::secrets::SecretsPolicy::Reject,
         }
@@ -144,6 +150,13 @@ impl Service {
     pub fn with_lexical_weight(self, weight: f32) -> Self {
         let lexical_weight = if weight.is_finite() { weight.max(0.0) } else { 0.0 };
         Service { lexical_weight, ..self }
+    }
+
+    /// The same service with another weight for search's neighbour step (rank.rs): `0`
+    /// turns it off. Negative or non-finite weights are taken as `0`.
+    pub fn with_neighbour_weight(self, weight: f32) -> Self {
+        let neighbour_weight = if weight.is_finite() { weight.max(0.0) } else { 0.0 };
+        Service { neighbour_weight, ..self }
     }
 
     /// The configured limits.

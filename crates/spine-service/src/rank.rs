@@ -1,12 +1,26 @@
-//! Ranking: dense cosine first, then a lexical (BM25) adjustment (SPEC search rule 1).
+//! Ranking (SPEC search rule 1): dense cosine, a lexical (BM25) adjustment, and a neighbour
+//! step.
 //!
-//! The adjustment rewards candidates that share the query's rare terms — identifiers, paths,
-//! version strings and error text that a sentence embedding blurs. The store scores the
-//! best-by-cosine pool with BM25 over `spine_core::lexical` terms; each candidate's BM25 is
-//! divided by the best in the pool, so the adjustment is in 0..=[`LEXICAL_WEIGHT`] whatever
-//! the corpus. `score` stays the dense similarity; only the order changes.
+//! 1. The store proposes the best-by-cosine pool ([`rerank_pool`]).
+//! 2. The lexical adjustment rewards candidates that share the query's rare terms —
+//!    identifiers, paths, version strings, names and the words of an answer that a sentence
+//!    embedding blurs. Each candidate's BM25 over `spine_core::lexical` terms (stemmed words,
+//!    whole identifiers) is divided by the best in the pool, so the adjustment is in
+//!    0..=[`LEXICAL_WEIGHT`] whatever the corpus ([`fuse`]).
+//! 3. The neighbour step: the records stored right before and after the best
+//!    [`neighbour_anchors`] candidates in their scope join the pool, are fused the same way,
+//!    and every candidate next to a leading one inherits part of that lead
+//!    ([`neighbour_bonus`]). A conversation's answer is often the turn after the question that
+//!    matched, and a note is often explained by the one written next to it.
+//!
+//! `score` stays the dense similarity; only the order changes.
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex};
+
+use lru::LruCache;
 
 use spine_core::RecordId;
 
@@ -15,11 +29,12 @@ use spine_core::RecordId;
 /// A record that shares no word with the query gets nothing, so a weaker record that shares
 /// one overtakes it when its cosine is within this weight; records on one subject sit within
 /// ~0.05–0.15 of each other, which is what the record carrying the query's identifier, path
-/// or version must climb. Tuned on the cases in the service tests and variants of them: the
-/// identifier case needs about 0.1 to beat a paraphrase of the query that is 0.08 closer by
-/// cosine; from about 0.2, natural-language queries start losing their dense winner to a
-/// record that merely repeats one of their words.
-pub const LEXICAL_WEIGHT: f32 = 0.15;
+/// or version must climb. With stemmed terms the rarest shared words are usually the
+/// answer's own, so a heavier leg than the 0.15 chosen before stemming pays: on `spine-bench
+/// locomo` conversations 1–5, 0.35 was best (0.25 and 0.5 tried), but on `spine-bench eval`
+/// code MRR fell below the old figure from 0.3 on; 0.25 keeps both eval corpora at or above
+/// their earlier figures (docs/performance.md, "Recall on LoCoMo").
+pub const LEXICAL_WEIGHT: f32 = 0.25;
 
 /// How many dense-ranked candidates the lexical step may reorder, for `k` results.
 ///
@@ -28,7 +43,62 @@ pub const LEXICAL_WEIGHT: f32 = 0.15;
 /// best in the pool). Widening costs linearly: every pool record is read back and its
 /// content, summary and tags tokenised for [`bm25`] on each query.
 pub fn rerank_pool(k: usize) -> usize {
-    (k * 8).max(64)
+    (k * 12).max(96)
+}
+
+/// How many of the best fused candidates, for `k` results, have the records stored next to
+/// them fetched and can lend them part of their lead ([`neighbour_bonus`]): twice `k`, at
+/// least 10, at most 50 (each anchor costs two indexed lookups).
+pub fn neighbour_anchors(k: usize) -> usize {
+    (2 * k).clamp(10, 50)
+}
+
+/// Share of an anchor's lead over the last anchor that the records next to it inherit.
+///
+/// On `spine-bench locomo` conversations 1–5, 0.8 was best (0.5, 0.8 and 1.2 tried; from 1.2
+/// the neighbours crowd out the hits they hang on). In a store whose neighbours are unrelated
+/// (`spine-bench eval`, documents stored in random order) lending costs MRR: 0.8 took code
+/// MRR from 0.531 to 0.511, 0.5 keeps it at the figure before the step (0.533).
+pub const NEIGHBOUR_WEIGHT: f32 = 0.5;
+
+/// Records whose lexical terms a [`TermCache`] keeps (about 8 MB at ~60 terms a record).
+pub const TERM_CACHE_RECORDS: usize = 8192;
+
+/// An LRU cache of records' lexical terms, keyed by record id and a hash of the text the terms
+/// come from (content, summary, tags), shared by the searches of one service.
+///
+/// Tokenising a pool of a hundred records (splitting, lower-casing, stemming) is most of what
+/// the lexical step costs, and a scope that is searched is searched again. Invariant: cached
+/// terms are exactly `spine_core::lexical::record_terms` of that text — an edited record has
+/// another hash and is tokenised afresh — so the cache never changes a result.
+pub struct TermCache(Mutex<LruCache<TermKey, Arc<[String]>>>);
+
+/// A record's id and the hash of its content, summary and tags.
+type TermKey = (RecordId, u64);
+
+impl Default for TermCache {
+    fn default() -> Self {
+        TermCache(Mutex::new(LruCache::new(
+            NonZeroUsize::new(TERM_CACHE_RECORDS).expect("non-zero capacity"),
+        )))
+    }
+}
+
+impl TermCache {
+    /// The terms of `m`, from the cache or tokenised now.
+    pub fn terms(&self, m: &spine_core::Memory) -> Arc<[String]> {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (&m.content, &m.summary, &m.tags).hash(&mut h);
+        let key = (m.id, h.finish());
+        let lock = || self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = lock().get(&key) {
+            return t.clone();
+        }
+        let t: Arc<[String]> =
+            spine_core::lexical::record_terms(&m.content, &m.summary, &m.tags).into();
+        lock().put(key, t.clone());
+        t
+    }
 }
 
 /// BM25 parameters (the usual defaults: Lucene, Elasticsearch, SQLite FTS5).
@@ -44,16 +114,21 @@ const B: f32 = 0.75;
 /// weight terms by how well they separate the candidates being ordered: a term every
 /// candidate shares moves none of them. IDF is the non-negative Lucene form
 /// `ln(1 + (N − df + 0.5) / (df + 0.5))`.
-pub fn bm25(query_terms: &[String], docs: &[Vec<String>]) -> Vec<f32> {
+pub fn bm25<D: AsRef<[String]>>(query_terms: &[String], docs: &[D]) -> Vec<f32> {
     let n = docs.len() as f32;
     if docs.is_empty() || query_terms.is_empty() {
         return vec![0.0; docs.len()];
     }
-    let avgdl = (docs.iter().map(Vec::len).sum::<usize>() as f32 / n).max(1.0);
+    let avgdl = (docs.iter().map(|d| d.as_ref().len()).sum::<usize>() as f32 / n).max(1.0);
     // tf[d][q]: occurrences of query term q in document d.
     let tf: Vec<Vec<f32>> = docs
         .iter()
-        .map(|d| query_terms.iter().map(|q| d.iter().filter(|t| *t == q).count() as f32).collect())
+        .map(|d| {
+            query_terms
+                .iter()
+                .map(|q| d.as_ref().iter().filter(|t| *t == q).count() as f32)
+                .collect()
+        })
         .collect();
     let idf: Vec<f32> = (0..query_terms.len())
         .map(|q| {
@@ -64,7 +139,7 @@ pub fn bm25(query_terms: &[String], docs: &[Vec<String>]) -> Vec<f32> {
     docs.iter()
         .zip(&tf)
         .map(|(d, tf)| {
-            let norm = K1 * (1.0 - B + B * d.len() as f32 / avgdl);
+            let norm = K1 * (1.0 - B + B * d.as_ref().len() as f32 / avgdl);
             tf.iter().zip(&idf).map(|(f, idf)| idf * f * (K1 + 1.0) / (f + norm)).sum()
         })
         .collect()
@@ -97,6 +172,40 @@ pub fn fuse(pool: &[(f32, RecordId)], lexical: &[(RecordId, f32)], weight: f32) 
         .collect();
     out.sort_by(|a, b| b.fused.total_cmp(&a.fused));
     out
+}
+
+/// The neighbour step: every candidate next to one of the first `anchors` of `fused` (best
+/// first) gains `weight` × that anchor's lead over the `anchors`-th candidate, the largest
+/// such gain when it is next to several; then the order is made again. `pairs` are
+/// `(anchor, record stored next to it)`; adjacency counts both ways, so two anchors next to
+/// each other lend to each other. Outside the leading group nothing is lent: in a store whose
+/// neighbours are unrelated (notes written in any order) the order barely moves.
+pub fn neighbour_bonus(
+    fused: &mut [Fused],
+    pairs: &[(RecordId, RecordId)],
+    anchors: usize,
+    weight: f32,
+) {
+    let anchors = anchors.min(fused.len());
+    if anchors == 0 || pairs.is_empty() || weight <= 0.0 {
+        return;
+    }
+    let cut = fused[anchors - 1].fused;
+    let lead: HashMap<RecordId, f32> =
+        fused[..anchors].iter().map(|f| (f.id, f.fused - cut)).filter(|(_, l)| *l > 0.0).collect();
+    let mut gain: HashMap<RecordId, f32> = HashMap::new();
+    for &(a, b) in pairs {
+        for (from, to) in [(a, b), (b, a)] {
+            if let Some(l) = lead.get(&from) {
+                let g = gain.entry(to).or_insert(0.0);
+                *g = g.max(weight * l);
+            }
+        }
+    }
+    for f in fused.iter_mut() {
+        f.fused += gain.get(&f.id).copied().unwrap_or(0.0);
+    }
+    fused.sort_by(|a, b| b.fused.total_cmp(&a.fused));
 }
 
 #[cfg(test)]
@@ -174,7 +283,7 @@ mod tests {
         let none = bm25(&spine_core::lexical::query_terms("nothing matches"), &docs);
         assert!(none.iter().all(|x| *x == 0.0));
         assert!(bm25(&[], &docs).iter().all(|x| *x == 0.0));
-        assert!(bm25(&spine_core::lexical::query_terms("x"), &[]).is_empty());
+        assert!(bm25::<Vec<String>>(&spine_core::lexical::query_terms("x"), &[]).is_empty());
     }
 
     #[test]
@@ -188,5 +297,46 @@ mod tests {
         ];
         let s = bm25(&spine_core::lexical::query_terms("shared rare"), &docs);
         assert!(s[3] > s[0] && s[0] == s[1] && s[1] == s[2], "{s:?}");
+    }
+
+    fn fused(scores: &[f32]) -> (Vec<RecordId>, Vec<Fused>) {
+        let id = ids(scores.len());
+        let f = id.iter().zip(scores).map(|(&id, &s)| Fused { id, dense: s, fused: s }).collect();
+        (id, f)
+    }
+
+    #[test]
+    fn a_record_next_to_a_leading_anchor_inherits_part_of_its_lead() {
+        // Anchors: the first three; the cut is the third (0.6). The question (0.9) leads by
+        // 0.3; the answer stored after it (0.5) gains 0.8 × 0.3 = 0.24 and passes 0.7.
+        let (id, mut f) = fused(&[0.9, 0.7, 0.6, 0.5, 0.45]);
+        neighbour_bonus(&mut f, &[(id[0], id[3])], 3, 0.8);
+        assert_eq!(order(&f), vec![id[0], id[3], id[1], id[2], id[4]]);
+        assert!((f[1].fused - (0.5 + 0.8 * 0.3)).abs() < 1e-6);
+        assert_eq!(f[1].dense, 0.5, "score stays the cosine");
+    }
+
+    #[test]
+    fn adjacency_counts_both_ways_and_the_largest_gain_wins() {
+        // Anchors: the first three, cut 0.5; leads 0.4 (id[0]) and 0.3 (id[1]).
+        let (id, mut f) = fused(&[0.9, 0.8, 0.5, 0.4]);
+        neighbour_bonus(&mut f, &[(id[3], id[0]), (id[1], id[3]), (id[0], id[1])], 3, 1.0);
+        let get = |i: usize| f.iter().find(|x| x.id == id[i]).unwrap().fused;
+        assert!((get(3) - 0.8).abs() < 1e-6, "the larger lead, not the sum: {}", get(3));
+        assert!((get(1) - 1.2).abs() < 1e-6, "an anchor gains from its neighbour: {}", get(1));
+        assert!((get(0) - 1.2).abs() < 1e-6, "and lends back: {}", get(0));
+        assert!((get(2) - 0.5).abs() < 1e-6, "next to nothing: unchanged");
+    }
+
+    #[test]
+    fn nothing_is_lent_from_outside_the_anchors_or_at_weight_zero() {
+        let (id, mut f) = fused(&[0.9, 0.8, 0.7, 0.1]);
+        let before = order(&f);
+        neighbour_bonus(&mut f, &[(id[2], id[3])], 2, NEIGHBOUR_WEIGHT);
+        assert_eq!(order(&f), before, "id[2] is not an anchor");
+        neighbour_bonus(&mut f, &[(id[0], id[3])], 2, 0.0);
+        assert_eq!(order(&f), before);
+        neighbour_bonus(&mut f, &[(id[0], id[3])], 0, NEIGHBOUR_WEIGHT);
+        assert_eq!(order(&f), before);
     }
 }

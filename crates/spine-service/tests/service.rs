@@ -691,13 +691,39 @@ fn a_record_repeating_one_query_word_does_not_outrank_the_meaning() {
 
 #[test]
 fn without_shared_words_the_order_is_the_dense_order() {
-    let e = env();
+    let mut e = env();
+    // The lexical rule alone: the neighbour step (next test) may lift a record next to a hit.
+    e.service = e.service.clone().with_neighbour_weight(0.0);
     seed(&e);
     let r = e.search(&anon(), json!({"query": "relational engine", "scope": SCOPE, "k": 4}));
     let scores: Vec<f64> =
         r["memories"].as_array().unwrap().iter().map(|h| h["score"].as_f64().unwrap()).collect();
     assert_eq!(scores.len(), 4);
     assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+}
+
+/// The question record matches best; the answer stored right after it shares no word with the
+/// query and is far by meaning, yet it leads the rest once its neighbour lends it part of
+/// the lead (rank.rs, neighbour step). Without the step it is not in the top two.
+#[test]
+fn the_record_stored_next_to_the_best_hit_is_lifted_by_it() {
+    let mut e = env();
+    for text in [
+        "Which message broker should the billing service use for invoices?",
+        "We settled on NATS JetStream after Tuesday's load test.",
+        "The search indexer reads change events from the outbox table.",
+        "The billing service retries failed card payments three times.",
+        "Staging deploys run every night at two.",
+    ] {
+        e.store(&anon(), text, json!({}));
+    }
+    let query = json!({"query": "message broker for billing invoices", "scope": SCOPE, "k": 2});
+    let with = contents(&e.search(&anon(), query.clone()));
+    assert_eq!(with[0], "Which message broker should the billing service use for invoices?");
+    assert_eq!(with[1], "We settled on NATS JetStream after Tuesday's load test.", "{with:?}");
+    e.service = e.service.clone().with_neighbour_weight(0.0);
+    let without = contents(&e.search(&anon(), query));
+    assert!(!without.contains(&"We settled on NATS JetStream after Tuesday's load test.".into()));
 }
 
 #[test]

@@ -246,6 +246,17 @@ pub struct NearestQuery<'a> {
     pub exclude: Option<RecordId>,
 }
 
+/// A record stored next to an anchor ([`Store::adjacent`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Adjacent {
+    /// The anchor it is next to.
+    pub anchor: RecordId,
+    /// The record.
+    pub record: Memory,
+    /// Its vector.
+    pub vector: Vec<f32>,
+}
+
 /// A record near the query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Neighbour {
@@ -434,6 +445,21 @@ pub trait Store: Send + Sync {
         exclude: &RecordId,
         limit: usize,
     ) -> Result<Vec<Memory>>;
+
+    /// The records stored right before and right after each of `anchors` in the anchor's own
+    /// scope, by `created_at` then id, among those `access` reads that pass `filter` (its
+    /// scope ignored: each anchor's scope is used) and `gate` and carry a vector from
+    /// `model`: at most two per anchor, each with its vector. Search's neighbour step
+    /// (`spine_service::rank`): a turn of a conversation is often answered, or explained, by
+    /// the record stored next to it.
+    fn adjacent(
+        &self,
+        access: &Access,
+        filter: &Filter,
+        gate: Gate,
+        anchors: &[&Memory],
+        model: &str,
+    ) -> Result<Vec<Adjacent>>;
 
     /// The stored vector of a record, when it was produced by `model`. Callers pass only ids
     /// that an access-checked query returned.

@@ -12,8 +12,8 @@ use spine_core::{
 use super::PgStore;
 use super::query::{Param, Where, decode};
 use crate::{
-    Access, Cursor, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour, Result,
-    Store, StoreError, SupersedeRejection, TagCount,
+    Access, Adjacent, Cursor, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour,
+    Result, Store, StoreError, SupersedeRejection, TagCount,
 };
 
 /// At most this many rows left by a search's filters are scanned exactly instead of through
@@ -692,6 +692,62 @@ impl Store for PgStore {
              WHERE c->>'kind' = w.kind AND c->>'ref' = w.ref)"
         ));
         self.block(bodies(self, w, RECENT, limit, 0))
+    }
+
+    fn adjacent(
+        &self,
+        access: &Access,
+        filter: &Filter,
+        gate: Gate,
+        anchors: &[&Memory],
+        model: &str,
+    ) -> Result<Vec<Adjacent>> {
+        if anchors.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut f = filter.clone();
+        f.scope = crate::ScopeFilter::All;
+        let mut w = Where::new();
+        w.access(access);
+        w.filter(&f);
+        w.gate(gate);
+        let model = w.bind(model.to_owned());
+        let scopes =
+            w.bind(anchors.iter().map(|a| a.scope.as_str().to_owned()).collect::<Vec<_>>());
+        let times = w.bind(anchors.iter().map(|a| a.created_at.as_micros()).collect::<Vec<_>>());
+        let ids = w.bind(anchors.iter().map(|a| a.id.to_string()).collect::<Vec<_>>());
+        // Both sides in one round trip: each anchor's nearest record below and above it.
+        let side = |cmp: char, order: &str| {
+            format!(
+                "SELECT a.id, n.body, n.vec
+                 FROM unnest({scopes}::text[], {times}::bigint[], {ids}::text[])
+                      AS a(scope, created_at, id)
+                 CROSS JOIN LATERAL (
+                     SELECT m.body::text AS body, m.vec FROM memories m
+                     WHERE {} AND m.model = {model} AND m.vec IS NOT NULL
+                       AND m.scope = a.scope COLLATE \"C\"
+                       AND (m.created_at, m.id) {cmp} (a.created_at, a.id COLLATE \"C\")
+                     ORDER BY m.created_at {order}, m.id {order} LIMIT 1) n",
+                w.sql
+            )
+        };
+        let sql = format!("{} UNION ALL {}", side('<', "DESC"), side('>', "ASC"));
+        self.block(async {
+            let client = self.pool.get().await?;
+            let rows = client.query(&sql, &w.refs()).await?;
+            rows.iter()
+                .map(|r| {
+                    let anchor: String = r.get(0);
+                    Ok(Adjacent {
+                        anchor: RecordId::parse(&anchor).ok_or_else(|| {
+                            StoreError::Corrupt(format!("adjacent: bad anchor id {anchor:?}"))
+                        })?,
+                        record: decode(r.get(1))?,
+                        vector: r.get::<_, Vector>(2).to_vec(),
+                    })
+                })
+                .collect()
+        })
     }
 
     fn vector(&self, id: &RecordId, model: &str) -> Result<Option<Vec<f32>>> {

@@ -11,8 +11,8 @@ use super::query::*;
 use super::rows::*;
 use super::*;
 use crate::{
-    Access, Cursor, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour, Result,
-    Store, StoreError, SupersedeRejection, TagCount,
+    Access, Adjacent, Cursor, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour,
+    Result, ScopeFilter, Store, StoreError, SupersedeRejection, TagCount,
 };
 
 impl Store for SqliteStore {
@@ -422,6 +422,58 @@ impl Store for SqliteStore {
             }),
         );
         self.select_recent(w, limit)
+    }
+
+    fn adjacent(
+        &self,
+        access: &Access,
+        filter: &Filter,
+        gate: Gate,
+        anchors: &[&Memory],
+        model: &str,
+    ) -> Result<Vec<Adjacent>> {
+        let mut f = filter.clone();
+        f.scope = ScopeFilter::All;
+        let mut w = Where::new();
+        w.access(access);
+        w.filter(&f);
+        w.gate(gate);
+        // The anchor's scope and position come after the filter's parameters; the row-value
+        // comparison lets SQLite seek `memories_scope_recent` to the anchor and step once.
+        let side = |cmp: char, order: &str| {
+            format!(
+                "SELECT m.body, v.vec FROM memories m JOIN vectors v ON v.memory = m.rowid
+                 WHERE {} AND v.model = ? AND m.scope = ? AND (m.created_at, m.id) {cmp} (?, ?)
+                 ORDER BY m.created_at {order}, m.id {order} LIMIT 1",
+                w.sql
+            )
+        };
+        let conn = self.read()?;
+        let mut before = conn.prepare_cached(&side('<', "DESC"))?;
+        let mut after = conn.prepare_cached(&side('>', "ASC"))?;
+        let mut out = Vec::with_capacity(anchors.len() * 2);
+        for a in anchors {
+            let mut params = w.params.clone();
+            params.extend([
+                Value::Text(model.to_owned()),
+                Value::Text(a.scope.as_str().to_owned()),
+                Value::Integer(a.created_at.as_micros()),
+                Value::Text(a.id.to_string()),
+            ]);
+            for stmt in [&mut before, &mut after] {
+                let row: Option<(String, Vec<u8>)> = stmt
+                    .query_row(params_from_iter(params.iter()), |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?;
+                if let Some((body, blob)) = row {
+                    out.push(Adjacent {
+                        anchor: a.id,
+                        record: decode(&body)?,
+                        vector: blob_to_vec(&blob),
+                    });
+                }
+            }
+        }
+        Ok(out)
     }
 
     fn vector(&self, id: &RecordId, model: &str) -> Result<Option<Vec<f32>>> {
