@@ -234,7 +234,14 @@ impl Service {
                 fused[..anchors].iter().map(|f| &records[&f.id]).collect();
             let adjacent = self
                 .store
-                .adjacent(&access, &filter, Gate::ActiveAt(now), &lead, self.embedder.model_id())
+                .adjacent(
+                    &access,
+                    &filter,
+                    Gate::ActiveAt(now),
+                    &lead,
+                    self.embedder.model_id(),
+                    rank::NEIGHBOUR_RADIUS,
+                )
                 .map_err(store_error)?;
             let mut pairs = Vec::with_capacity(adjacent.len());
             for n in adjacent {

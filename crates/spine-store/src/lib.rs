@@ -446,12 +446,12 @@ pub trait Store: Send + Sync {
         limit: usize,
     ) -> Result<Vec<Memory>>;
 
-    /// The records stored right before and right after each of `anchors` in the anchor's own
-    /// scope, by `created_at` then id, among those `access` reads that pass `filter` (its
-    /// scope ignored: each anchor's scope is used) and `gate` and carry a vector from
-    /// `model`: at most two per anchor, each with its vector. Search's neighbour step
-    /// (`spine_service::rank`): a turn of a conversation is often answered, or explained, by
-    /// the record stored next to it.
+    /// The `radius` records stored right before and the `radius` right after each of
+    /// `anchors` in the anchor's own scope, by `created_at` then id, among those `access`
+    /// reads that pass `filter` (its scope ignored: each anchor's scope is used) and `gate`
+    /// and carry a vector from `model`: at most `2 × radius` per anchor, each with its
+    /// vector. Search's neighbour step (`spine_service::rank`): a turn of a conversation is
+    /// often answered, or explained, by the records stored next to it.
     fn adjacent(
         &self,
         access: &Access,
@@ -459,6 +459,7 @@ pub trait Store: Send + Sync {
         gate: Gate,
         anchors: &[&Memory],
         model: &str,
+        radius: usize,
     ) -> Result<Vec<Adjacent>>;
 
     /// The stored vector of a record, when it was produced by `model`. Callers pass only ids

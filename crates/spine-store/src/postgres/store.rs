@@ -701,8 +701,9 @@ impl Store for PgStore {
         gate: Gate,
         anchors: &[&Memory],
         model: &str,
+        radius: usize,
     ) -> Result<Vec<Adjacent>> {
-        if anchors.is_empty() {
+        if anchors.is_empty() || radius == 0 {
             return Ok(vec![]);
         }
         let mut f = filter.clone();
@@ -716,7 +717,8 @@ impl Store for PgStore {
             w.bind(anchors.iter().map(|a| a.scope.as_str().to_owned()).collect::<Vec<_>>());
         let times = w.bind(anchors.iter().map(|a| a.created_at.as_micros()).collect::<Vec<_>>());
         let ids = w.bind(anchors.iter().map(|a| a.id.to_string()).collect::<Vec<_>>());
-        // Both sides in one round trip: each anchor's nearest record below and above it.
+        let radius = w.bind(radius as i64);
+        // Both sides in one round trip: each anchor's `radius` nearest records below and above.
         let side = |cmp: char, order: &str| {
             format!(
                 "SELECT a.id, n.body, n.vec
@@ -727,7 +729,7 @@ impl Store for PgStore {
                      WHERE {} AND m.model = {model} AND m.vec IS NOT NULL
                        AND m.scope = a.scope COLLATE \"C\"
                        AND (m.created_at, m.id) {cmp} (a.created_at, a.id COLLATE \"C\")
-                     ORDER BY m.created_at {order}, m.id {order} LIMIT 1) n",
+                     ORDER BY m.created_at {order}, m.id {order} LIMIT {radius}) n",
                 w.sql
             )
         };

@@ -431,6 +431,7 @@ impl Store for SqliteStore {
         gate: Gate,
         anchors: &[&Memory],
         model: &str,
+        radius: usize,
     ) -> Result<Vec<Adjacent>> {
         let mut f = filter.clone();
         f.scope = ScopeFilter::All;
@@ -439,12 +440,13 @@ impl Store for SqliteStore {
         w.filter(&f);
         w.gate(gate);
         // The anchor's scope and position come after the filter's parameters; the row-value
-        // comparison lets SQLite seek `memories_scope_recent` to the anchor and step once.
+        // comparison lets SQLite seek `memories_scope_recent` to the anchor and step
+        // `radius` rows.
         let side = |cmp: char, order: &str| {
             format!(
                 "SELECT m.body, v.vec FROM memories m JOIN vectors v ON v.memory = m.rowid
                  WHERE {} AND v.model = ? AND m.scope = ? AND (m.created_at, m.id) {cmp} (?, ?)
-                 ORDER BY m.created_at {order}, m.id {order} LIMIT 1",
+                 ORDER BY m.created_at {order}, m.id {order} LIMIT ?",
                 w.sql
             )
         };
@@ -459,12 +461,13 @@ impl Store for SqliteStore {
                 Value::Text(a.scope.as_str().to_owned()),
                 Value::Integer(a.created_at.as_micros()),
                 Value::Text(a.id.to_string()),
+                Value::Integer(radius as i64),
             ]);
             for stmt in [&mut before, &mut after] {
-                let row: Option<(String, Vec<u8>)> = stmt
-                    .query_row(params_from_iter(params.iter()), |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()?;
-                if let Some((body, blob)) = row {
+                let rows: Vec<(String, Vec<u8>)> = stmt
+                    .query_map(params_from_iter(params.iter()), |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<_, _>>()?;
+                for (body, blob) in rows {
                     out.push(Adjacent {
                         anchor: a.id,
                         record: decode(&body)?,

@@ -1,0 +1,93 @@
+//! `Store::adjacent` (search's neighbour step) on SQLite and, when a server is configured,
+//! PostgreSQL: the records stored next to an anchor in its scope, as the caller may read them.
+
+use spine_core::{Caller, Memory, Timestamp, Visibility};
+use spine_store::{Access, Filter, Gate, PgStore, ScopeFilter, SqliteStore, Store, TransferStore};
+use spine_testkit::records::record;
+
+/// One scope of alice's records at seconds 1..=9, with records the caller must not get as
+/// neighbours in between: bob's private record (4), a record of another scope (5), an
+/// archived record (6). Turn 8 is shared, which changes nothing for its owner.
+fn fixture() -> Vec<Memory> {
+    let mut out = Vec::new();
+    for i in 1..=9 {
+        let (scope, owner) = match i {
+            4 => ("acme:project:chat", "bob"),
+            5 => ("acme:project:other", "alice"),
+            _ => ("acme:project:chat", "alice"),
+        };
+        let mut m = record(scope, &format!("turn {i}"), owner, 1_800_000_000 + i);
+        if i == 6 {
+            m.archived_at = Some(spine_core::EpochSeconds::from_secs(1_800_000_100));
+        }
+        if i == 8 {
+            m.visibility = Visibility::Shared;
+        }
+        out.push(m);
+    }
+    out
+}
+
+fn check(store: &dyn Store, records: &[Memory]) {
+    let alice = Caller::authenticated("alice", "alice");
+    let access = Access::read(&alice);
+    let now = Timestamp::from_micros(1_900_000_000_000_000);
+    let filter = Filter::new(ScopeFilter::All);
+    let anchor = &records[6]; // turn 7
+    let contents = |radius| {
+        let mut got: Vec<String> = store
+            .adjacent(&access, &filter, Gate::ActiveAt(now), &[anchor], "m", radius)
+            .unwrap()
+            .into_iter()
+            .inspect(|a| assert_eq!(a.anchor, anchor.id))
+            .map(|a| a.record.content)
+            .collect();
+        got.sort();
+        got
+    };
+    // Before turn 7: 6 is archived, 5 in another scope, 4 bob's: the nearest are 3 and 2.
+    assert_eq!(contents(2), vec!["turn 2", "turn 3", "turn 8", "turn 9"]);
+    assert_eq!(contents(1), vec!["turn 3", "turn 8"]);
+    assert!(contents(0).is_empty());
+    // Vectors come with the records.
+    let adj = store.adjacent(&access, &filter, Gate::ActiveAt(now), &[anchor], "m", 1).unwrap();
+    assert!(adj.iter().all(|a| a.vector.len() == 2));
+    // Another model's vectors: nothing.
+    assert!(
+        store
+            .adjacent(&access, &filter, Gate::ActiveAt(now), &[anchor], "x", 2)
+            .unwrap()
+            .is_empty()
+    );
+    // The filter applies: a window that ends at turn 8 leaves only 9 out after the anchor.
+    let mut window = Filter::new(ScopeFilter::All);
+    window.created_before = Some(Timestamp::from_micros((1_800_000_000 + 9) * 1_000_000));
+    let after: Vec<String> = store
+        .adjacent(&access, &window, Gate::ActiveAt(now), &[anchor], "m", 2)
+        .unwrap()
+        .into_iter()
+        .map(|a| a.record.content)
+        .filter(|c| c.as_str() > "turn 7")
+        .collect();
+    assert_eq!(after, vec!["turn 8"]);
+}
+
+fn load(store: &dyn TransferStore, records: &[Memory]) {
+    let with_vectors: Vec<(Memory, Vec<f32>)> =
+        records.iter().map(|m| (m.clone(), vec![0.6, 0.8])).collect();
+    crate::import_records(store, &with_vectors, 100);
+}
+
+#[test]
+fn adjacent_records_are_the_callers_visible_neighbours_in_the_anchors_scope() {
+    let records = fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = SqliteStore::open(dir.path()).unwrap();
+    load(&sqlite, &records);
+    check(&sqlite, &records);
+    if let Some(db) = spine_testkit::postgres::fresh_database() {
+        let pg = PgStore::connect(&db.url).unwrap();
+        load(&pg, &records);
+        check(&pg, &records);
+    }
+}
