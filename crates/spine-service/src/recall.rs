@@ -2,14 +2,14 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use std::collections::HashMap;
+
 use spine_core::limits::{
     DEFAULT_K, DEFAULT_LIST_LIMIT, DEFAULT_TAGS_LIMIT, MAX_QUERY_BYTES, resolve_page,
 };
 use spine_core::{
     Caller, Category, Error, Hint, ListState, RecordId, ScheduledState, Scope, State, Timestamp,
 };
-use std::collections::HashMap;
-
 use spine_store::{Access, Cursor, Filter, Gate, NearestQuery, ScopeFilter};
 
 use crate::args::{ListMemoryArgs, ListScheduledArgs, ListTagsArgs, SearchMemoryArgs};
@@ -160,9 +160,9 @@ impl Service {
         Ok(Retrieved { hits, hidden })
     }
 
-    /// The lexical step over `pool` (`(cosine, id)`, best first): each record's terms
-    /// (from the service's term cache, kept in `terms` for the search), BM25 over the pool, fused with the
-    /// cosine (SPEC search rule 1).
+    /// The lexical step over `pool` (`(cosine, id)`, best first): each record's terms (from
+    /// the service's term cache, kept in `terms` for the search), BM25 over the pool, fused
+    /// with the cosine (SPEC search rule 1).
     fn fuse_pool(
         &self,
         pool: &[(f32, RecordId)],
