@@ -116,7 +116,8 @@ impl candle_core::CustomOp1 for Attention {
         let d = h / heads;
         let mut out = vec![0f32; b * s * h];
         let dst = SendPtr(out.as_mut_ptr());
-        self.pool.run(b * heads, |units| {
+        let work: usize = self.lengths.iter().map(|&l| l * l).sum::<usize>() * h;
+        let run = |units: Range<usize>| {
             let mut scores = Vec::new();
             for unit in units {
                 let (i, j) = (unit / heads, unit % heads);
@@ -165,7 +166,12 @@ impl candle_core::CustomOp1 for Attention {
                     );
                 }
             }
-        });
+        };
+        if work < INLINE_ELEMENTS * 16 {
+            run(0..b * heads);
+        } else {
+            self.pool.run(b * heads, run);
+        }
         Ok((CpuStorage::F32(out), Shape::from((b, s, h))))
     }
 }
@@ -302,12 +308,17 @@ impl InplaceOp1 for Gelu {
     }
 }
 
+/// Below this many elements a step between the products runs on the calling thread alone:
+/// waking the pool's threads for it costs more than it saves (a short query's pass has ~24
+/// such steps).
+const INLINE_ELEMENTS: usize = 32 * 1024;
+
 /// Runs `f(offset, piece)` over pieces of `xs` of `piece` elements (the last one shorter)
 /// on `pool`, the calling thread included.
 fn in_parallel(pool: Pool, xs: &mut [f32], piece: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
     let len = xs.len();
     let pieces = len.div_ceil(piece);
-    if pieces <= 1 {
+    if pieces <= 1 || len < INLINE_ELEMENTS {
         f(0, xs);
         return;
     }
@@ -524,7 +535,15 @@ mod tests {
 
     #[test]
     fn gelu_matches_candle_on_a_tensor() -> Result<()> {
-        let y = ((Tensor::rand(0f32, 1.0, (2, 97, 1536), &Device::Cpu)? - 0.5)? * 16.0)?;
+        // A query's few tokens (inline) and a batch (on the pool).
+        for rows in [9, 97] {
+            gelu_matches_candle_on(rows)?;
+        }
+        Ok(())
+    }
+
+    fn gelu_matches_candle_on(rows: usize) -> Result<()> {
+        let y = ((Tensor::rand(0f32, 1.0, (2, rows, 1536), &Device::Cpu)? - 0.5)? * 16.0)?;
         for pool in [Pool::Rayon, Pool::Barrier] {
             let ours = y.copy()?;
             gelu_erf_(&ours, pool)?;
@@ -536,9 +555,17 @@ mod tests {
 
     #[test]
     fn add_layer_norm_matches_candle() -> Result<()> {
+        // A query's few tokens (inline) and a batch (on the pool).
+        for rows in [9, 41] {
+            add_layer_norm_matches_candle_on(rows)?;
+        }
+        Ok(())
+    }
+
+    fn add_layer_norm_matches_candle_on(rows: usize) -> Result<()> {
         let dev = Device::Cpu;
-        let x = ((Tensor::rand(0f32, 1.0, (3, 41, 384), &dev)? - 0.5)? * 6.0)?;
-        let r = ((Tensor::rand(0f32, 1.0, (3, 41, 384), &dev)? - 0.5)? * 6.0)?;
+        let x = ((Tensor::rand(0f32, 1.0, (3, rows, 384), &dev)? - 0.5)? * 6.0)?;
+        let r = ((Tensor::rand(0f32, 1.0, (3, rows, 384), &dev)? - 0.5)? * 6.0)?;
         let gamma = Tensor::rand(0.5f32, 1.5, 384, &dev)?;
         let beta = Tensor::rand(-1f32, 1.0, 384, &dev)?;
         let expected = candle_nn::ops::layer_norm(&(&x + &r)?, &gamma, &beta, 1e-12)?;
@@ -576,7 +603,10 @@ mod tests {
     #[test]
     fn attention_matches_the_plain_computation() -> Result<()> {
         let dev = Device::Cpu;
-        for (lengths, s) in [(vec![1], 1), (vec![9], 9), (vec![37, 5, 0, 37], 37)] {
+        // Small ones run inline (below INLINE_ELEMENTS), the last on the pool.
+        for (lengths, s) in
+            [(vec![1], 1), (vec![9], 9), (vec![37, 5, 0, 37], 37), (vec![130, 77, 0, 130], 130)]
+        {
             let qkv = ((Tensor::rand(0f32, 1.0, (lengths.len(), s, 3 * 96), &dev)? - 0.5)? * 4.0)?;
             let expected = reference_attention(&qkv, 3, &lengths)?;
             for pool in [Pool::Rayon, Pool::Barrier] {
