@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand};
 
-use crate::{embedder, hook, install, notes, ops, settings};
+use crate::{doctor, embedder, hook, install, notes, ops, settings};
 
 /// Spine: a memory service for software agents, over MCP.
 #[derive(Debug, Parser)]
@@ -147,10 +147,16 @@ pub enum Command {
     ///
     /// Writes the client's own files (user-wide by default, --project for one project),
     /// keeping everything else in them; idempotent; backs up a file before changing it.
-    /// Passes --data-dir on to the entries when given. See docs/hooks.md.
+    /// Passes --data-dir on to the entries when given. --all configures every client found
+    /// on this machine. See docs/clients.md.
     Install(install::InstallArgs),
     /// Remove what `spine install` added to a client's configuration.
     Uninstall(install::InstallArgs),
+    /// Check the model files, the store, the configured clients and (--url) a running
+    /// server; say what to do about each problem.
+    ///
+    /// Exit status 0 only when nothing is wrong; --json prints one object for scripts.
+    Doctor(doctor::DoctorArgs),
     /// Import CLAUDE.md, AGENTS.md and Claude Code's memory files as memories.
     ///
     /// One record per bullet or paragraph, with its heading, into the repository's scope;

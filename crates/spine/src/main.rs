@@ -5,6 +5,7 @@
 //! `spine mcp`).
 
 mod cli;
+mod doctor;
 mod embedder;
 mod hook;
 mod install;
@@ -259,6 +260,12 @@ async fn run() -> Result<()> {
         Command::Install(args) => install::run(&args, true, common.data_dir.as_deref()),
         Command::Uninstall(args) => install::run(&args, false, common.data_dir.as_deref()),
         Command::ImportNotes(args) => import_notes(common, args).await,
+        Command::Doctor(args) => {
+            if !doctor::run(&common, &args).await? {
+                std::process::exit(1);
+            }
+            Ok(())
+        }
     }
 }
 

@@ -1,0 +1,623 @@
+//! `spine doctor`: checks what Spine needs and says what to do about each problem — the
+//! built-in model's files, the store (schema, records by state, embedder stamps), every
+//! client configured by `spine install`, and a running `spine serve` given with `--url`
+//! (health, authentication, and whether it answers without authentication beyond
+//! loopback).
+//!
+//! Exit status 0 only when no check found a problem; `--json` prints one object:
+//! `{"ok": bool, "problems": n, "checks": [{"area", "name", "status", "detail", "fix"?}]}`
+//! with `status` one of `ok`, `note` (worth knowing, not wrong) or `problem`.
+
+use std::io::Read as _;
+use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::cli::Common;
+use crate::embedder::EmbedderKind;
+use crate::install::{self, Client};
+
+/// `spine doctor` flags.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// Also check the `spine serve` at this base URL (e.g. http://127.0.0.1:8080): its
+    /// /healthz, whether it requires authentication, and whether it answers without
+    /// authentication beyond loopback.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Print one JSON object (for scripts) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The sha256 of each built-in model file: the sums scripts/fetch-model.sh verifies (a unit
+/// test below keeps the two equal).
+const MODEL_SHA256: [(&str, &str); 3] = [
+    ("config.json", "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"),
+    ("tokenizer.json", "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"),
+    ("model.safetensors", "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Status {
+    Ok,
+    Note,
+    Problem,
+}
+
+/// One finding.
+#[derive(Debug, Serialize)]
+struct Check {
+    area: &'static str,
+    name: String,
+    status: Status,
+    detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix: Option<String>,
+}
+
+#[derive(Default)]
+struct Report {
+    checks: Vec<Check>,
+}
+
+impl Report {
+    fn add(
+        &mut self,
+        area: &'static str,
+        name: impl Into<String>,
+        status: Status,
+        detail: impl Into<String>,
+    ) {
+        self.checks.push(Check {
+            area,
+            name: name.into(),
+            status,
+            detail: detail.into(),
+            fix: None,
+        });
+    }
+
+    fn problem(
+        &mut self,
+        area: &'static str,
+        name: impl Into<String>,
+        detail: impl Into<String>,
+        fix: impl Into<String>,
+    ) {
+        self.checks.push(Check {
+            area,
+            name: name.into(),
+            status: Status::Problem,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        });
+    }
+
+    fn problems(&self) -> usize {
+        self.checks.iter().filter(|c| c.status == Status::Problem).count()
+    }
+}
+
+/// Runs every check and prints the report; true when nothing is wrong.
+pub async fn run(common: &Common, args: &DoctorArgs) -> Result<bool> {
+    let mut report = Report::default();
+    check_model(common, &mut report);
+    check_store(common, &mut report);
+    check_clients(&mut report);
+    if let Some(url) = &args.url {
+        check_server(url, common, &mut report).await;
+    }
+    let ok = report.problems() == 0;
+    if args.json {
+        let out =
+            serde_json::json!({"ok": ok, "problems": report.problems(), "checks": report.checks});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        print_text(&report);
+    }
+    Ok(ok)
+}
+
+fn print_text(report: &Report) {
+    let mut area = "";
+    for c in &report.checks {
+        if c.area != area {
+            area = c.area;
+            println!("{area}");
+        }
+        let mark = match c.status {
+            Status::Ok => "ok     ",
+            Status::Note => "note   ",
+            Status::Problem => "PROBLEM",
+        };
+        println!("  {mark} {}: {}", c.name, c.detail);
+        if let Some(fix) = &c.fix {
+            println!("          fix: {fix}");
+        }
+    }
+    match report.problems() {
+        0 => println!("\nno problems found"),
+        n => println!("\n{n} problem(s) found"),
+    }
+}
+
+/// The identity stamped on the vectors the configured embedder writes.
+fn configured_embedder(common: &Common) -> String {
+    match common.embedder.embedder {
+        EmbedderKind::Builtin => spine_embed::MODEL_ID.to_owned(),
+        EmbedderKind::Openai => {
+            format!(
+                "openai:{}",
+                common.embedder.embed_model.as_deref().unwrap_or("<no --embed-model>")
+            )
+        }
+    }
+}
+
+fn sha256_of(path: &Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn check_model(common: &Common, report: &mut Report) {
+    const AREA: &str = "model";
+    if common.embedder.embedder != EmbedderKind::Builtin {
+        report.add(
+            AREA,
+            "embedder",
+            Status::Note,
+            format!(
+                "{} is configured: the built-in model's files are not needed",
+                configured_embedder(common)
+            ),
+        );
+        return;
+    }
+    let dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
+    let fetch = format!("SPINE_MODEL_DIR={} scripts/fetch-model.sh", dir.display());
+    for (file, want) in MODEL_SHA256 {
+        let path = dir.join(file);
+        match sha256_of(&path) {
+            Ok(sum) if sum == want => report.add(
+                AREA,
+                file,
+                Status::Ok,
+                format!("{} (sha256 as expected)", path.display()),
+            ),
+            Ok(sum) => report.problem(
+                AREA,
+                file,
+                format!("{} has sha256 {sum}, expected {want}", path.display()),
+                format!("fetch the model again: {fetch}"),
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => report.problem(
+                AREA,
+                file,
+                format!("{} is missing", path.display()),
+                format!("fetch the model: {fetch} (or point --model-dir / SPINE_MODEL_DIR at it)"),
+            ),
+            Err(e) => report.problem(
+                AREA,
+                file,
+                format!("cannot read {}: {e}", path.display()),
+                "check the file's permissions",
+            ),
+        }
+    }
+}
+
+fn default_data_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("spine");
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
+    home.join(".local/share/spine")
+}
+
+fn check_store(common: &Common, report: &mut Report) {
+    const AREA: &str = "store";
+    let (store, place, flag): (Box<dyn spine_store::OperatorStore>, String, String) = if let Some(
+        url,
+    ) =
+        common.database_url.as_deref().filter(|u| !u.is_empty())
+    {
+        match spine_store::PgStore::connect(url) {
+            Ok(s) => {
+                let target = s.target().to_string();
+                (Box::new(s), format!("PostgreSQL at {target}"), "--database-url <url>".into())
+            }
+            Err(e) => {
+                report.problem(
+                    AREA,
+                    "open",
+                    format!("cannot open the PostgreSQL store: {e:#}"),
+                    "check --database-url / SPINE_DATABASE_URL and that the server is up",
+                );
+                return;
+            }
+        }
+    } else {
+        let dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
+        if !dir.join("spine.db").is_file() {
+            report.add(
+                AREA,
+                "open",
+                Status::Note,
+                format!(
+                    "no store in {} yet: the first `spine mcp` or `spine serve` creates it \
+                         (if you have one elsewhere, pass --data-dir)",
+                    dir.display()
+                ),
+            );
+            return;
+        }
+        match spine_store::SqliteStore::open(&dir) {
+            Ok(s) => {
+                (Box::new(s), dir.display().to_string(), format!("--data-dir {}", dir.display()))
+            }
+            Err(e) => {
+                report.problem(
+                        AREA,
+                        "open",
+                        format!("cannot open the store in {}: {e:#}", dir.display()),
+                        "check the directory's permissions and free space; `spine spine-review verify` checks the records",
+                    );
+                return;
+            }
+        }
+    };
+    report.add(AREA, "open", Status::Ok, place.clone());
+    match store.schema_versions() {
+        Ok(versions) => {
+            let current = spine_core::SCHEMA_VERSION;
+            let listed: Vec<String> = versions.iter().map(|(v, n)| format!("v{v}: {n}")).collect();
+            let detail = format!(
+                "records by schema version: {} (this spine writes v{current})",
+                if listed.is_empty() { "none".into() } else { listed.join(", ") }
+            );
+            if versions.iter().any(|(v, _)| *v > current) {
+                report.problem(
+                    AREA,
+                    "schema",
+                    detail,
+                    "records were written by a newer spine: upgrade this one",
+                );
+            } else if versions.iter().any(|(v, _)| *v < current) {
+                report.add(
+                    AREA,
+                    "schema",
+                    Status::Note,
+                    format!("{detail}; `spine migrate` brings the older ones up to date"),
+                );
+            } else {
+                report.add(AREA, "schema", Status::Ok, detail);
+            }
+        }
+        Err(e) => report.problem(
+            AREA,
+            "schema",
+            format!("cannot read schema versions: {e:#}"),
+            "run `spine spine-review verify --all-scopes`",
+        ),
+    }
+    use spine_core::Clock as _;
+    match store.state_counts(None, spine_core::SystemClock.now()) {
+        Ok(scopes) => {
+            let sum = |f: fn(&spine_store::StateCounts) -> u64| scopes.iter().map(f).sum::<u64>();
+            report.add(
+                AREA,
+                "records",
+                Status::Ok,
+                format!(
+                    "{} in {} scope(s): {} active, {} archived, {} superseded, {} expired",
+                    sum(|c| c.records),
+                    scopes.len(),
+                    sum(|c| c.active),
+                    sum(|c| c.archived),
+                    sum(|c| c.superseded),
+                    sum(|c| c.expired)
+                ),
+            );
+        }
+        Err(e) => report.problem(
+            AREA,
+            "records",
+            format!("cannot count records: {e:#}"),
+            "run `spine spine-review verify --all-scopes`",
+        ),
+    }
+    let configured = configured_embedder(common);
+    match store.embedder_models() {
+        Ok(models) => {
+            let others: Vec<String> = models
+                .iter()
+                .filter(|(m, _)| *m != configured)
+                .map(|(m, n)| format!("{m} ({n} vectors)"))
+                .collect();
+            if others.is_empty() {
+                report.add(
+                    AREA,
+                    "embedder",
+                    Status::Ok,
+                    format!("every vector is from {configured}, the configured embedder"),
+                );
+            } else {
+                report.problem(
+                    AREA,
+                    "embedder",
+                    format!(
+                        "the store holds vectors of another embedder: {}; configured: {configured}",
+                        others.join(", ")
+                    ),
+                    format!(
+                        "re-embed with the configured embedder (`spine reindex {flag}` with the \
+                         embedder flags you run spine with), or run spine with the embedder the \
+                         data was written with"
+                    ),
+                );
+            }
+        }
+        Err(e) => report.problem(
+            AREA,
+            "embedder",
+            format!("cannot read the embedder stamps: {e:#}"),
+            "run `spine spine-review verify --all-scopes`",
+        ),
+    }
+}
+
+fn check_clients(report: &mut Report) {
+    const AREA: &str = "clients";
+    let this = std::env::current_exe().ok().and_then(|p| p.canonicalize().ok());
+    let cwd = std::env::current_dir().ok();
+    let mut found = 0;
+    for client in Client::ALL {
+        let mut scopes: Vec<Option<&Path>> = vec![None];
+        if install::has_project_scope(client)
+            && let Some(cwd) = cwd.as_deref()
+        {
+            scopes.push(Some(cwd));
+        }
+        for project in scopes {
+            let installed = match install::inspect(client, project) {
+                Ok(Some(i)) => i,
+                Ok(None) => continue,
+                Err(e) => {
+                    report.problem(
+                        AREA,
+                        client.name(),
+                        format!("{e:#}"),
+                        "fix the file, then run `spine doctor` again",
+                    );
+                    continue;
+                }
+            };
+            found += 1;
+            check_client(report, &installed, this.as_deref());
+        }
+    }
+    if found == 0 {
+        report.add(
+            AREA,
+            "none",
+            Status::Note,
+            "no client has Spine configured: `spine install <client>` or `spine install --all`",
+        );
+    }
+}
+
+fn check_client(report: &mut Report, i: &install::Installed, this: Option<&Path>) {
+    const AREA: &str = "clients";
+    let name = format!("{} ({})", i.client.name(), i.scope);
+    let flag = if i.scope == "project" { " --project" } else { "" };
+    let reinstall = format!("spine install {}{flag}", i.client.name());
+    let Some(command) = &i.command else {
+        report.problem(
+            AREA,
+            name,
+            format!("{}: Spine's entry names no command", i.path.display()),
+            reinstall,
+        );
+        return;
+    };
+    let exe = Path::new(command);
+    if !exe.is_file() {
+        report.problem(
+            AREA,
+            name,
+            format!("{} runs {command}, which does not exist", i.path.display()),
+            format!("{reinstall} (from the spine you want the client to run)"),
+        );
+        return;
+    }
+    let same = exe.canonicalize().ok().as_deref() == this;
+    let mut detail = match same {
+        true => format!("{} runs this spine", i.path.display()),
+        false => {
+            format!("{} runs {command} (another spine than this one; it exists)", i.path.display())
+        }
+    };
+    if let Some((path, events)) = &i.hooks {
+        let missing: Vec<&str> =
+            events.iter().filter(|(_, there)| !there).map(|(e, _)| *e).collect();
+        if !missing.is_empty() {
+            report.problem(
+                AREA,
+                name,
+                format!("{detail}, but Spine's hooks are missing in {} ({})", path.display(), missing.join(", ")),
+                format!("{reinstall} (or, for the MCP server alone on purpose, `{reinstall} --no-hooks` and ignore this)"),
+            );
+            return;
+        }
+        detail.push_str(&format!("; hooks in place ({})", path.display()));
+    }
+    report.add(AREA, name, if same { Status::Ok } else { Status::Note }, detail);
+}
+
+/// This machine's address on its default route, for checking whether a server bound to
+/// every address answers there (no packet is sent: connecting a UDP socket only picks
+/// the route).
+fn outward_address() -> Option<IpAddr> {
+    let socket = UdpSocket::bind("0.0.0.0:0").ok()?;
+    // TEST-NET-3 (RFC 5737): never a real destination.
+    socket.connect("203.0.113.1:9").ok()?;
+    let ip = socket.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+/// What one probe of a server learned.
+struct Probe {
+    healthy: bool,
+    /// `/mcp` without credentials answered 401.
+    auth_required: bool,
+    status: u16,
+}
+
+async fn probe(http: &reqwest::Client, base: &str) -> Result<Probe> {
+    let base = base.trim_end_matches('/');
+    let health = http
+        .get(format!("{base}/healthz"))
+        .send()
+        .await
+        .with_context(|| format!("GET {base}/healthz"))?;
+    let healthy =
+        health.status().is_success() && health.text().await.unwrap_or_default().trim() == "ok";
+    // An initialize without a token: 401 when OIDC is on. Sent with a loopback Host, as a
+    // caller on the network can.
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "spine-doctor", "version": "1"}}});
+    let mcp = http
+        .post(format!("{base}/mcp"))
+        .header("host", "localhost")
+        .header("accept", "application/json, text/event-stream")
+        .json(&init)
+        .send()
+        .await
+        .with_context(|| format!("POST {base}/mcp"))?;
+    let status = mcp.status().as_u16();
+    Ok(Probe { healthy, auth_required: status == 401, status })
+}
+
+async fn check_server(url: &str, _common: &Common, report: &mut Report) {
+    const AREA: &str = "server";
+    let parsed = match reqwest::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => u,
+        _ => {
+            report.problem(
+                AREA,
+                "url",
+                format!("{url} is not an http(s) URL"),
+                "pass the server's base URL, e.g. --url http://127.0.0.1:8080",
+            );
+            return;
+        }
+    };
+    let http = match reqwest::Client::builder().timeout(Duration::from_secs(5)).build() {
+        Ok(h) => h,
+        Err(e) => {
+            report.problem(AREA, "client", format!("{e}"), "report this as a bug");
+            return;
+        }
+    };
+    let p = match probe(&http, url).await {
+        Ok(p) => p,
+        Err(e) => {
+            report.problem(
+                AREA,
+                "health",
+                format!("{e:#}"),
+                "start `spine serve`, or check --url (host and port)",
+            );
+            return;
+        }
+    };
+    match p.healthy {
+        true => report.add(AREA, "health", Status::Ok, format!("{url}/healthz answers ok")),
+        false => report.problem(
+            AREA,
+            "health",
+            format!("{url}/healthz does not answer ok"),
+            "check that --url points at `spine serve`",
+        ),
+    }
+    let auth = if p.auth_required {
+        "required (OIDC bearer tokens)".to_owned()
+    } else {
+        format!("none (POST /mcp without a token answered {})", p.status)
+    };
+    report.add(AREA, "auth", Status::Ok, auth);
+    if p.auth_required {
+        return;
+    }
+    // Without authentication, the server must be reachable on loopback only.
+    let host = parsed.host_str().unwrap_or_default().trim_matches(['[', ']']);
+    let host_ip: Option<IpAddr> = match host {
+        "localhost" => Some(IpAddr::from([127, 0, 0, 1])),
+        h => h.parse().ok(),
+    };
+    let unsafe_fix = "configure OIDC (--oidc-issuer, --oidc-audience), or listen on 127.0.0.1 only (--listen 127.0.0.1:PORT) and drop --allow-unauthenticated";
+    match host_ip {
+        Some(ip) if ip.is_loopback() => {
+            let port = parsed.port_or_known_default().unwrap_or(80);
+            let Some(outward) = outward_address() else {
+                report.add(AREA, "bind", Status::Note, "answers without authentication on loopback; no other address of this machine to check the bind from");
+                return;
+            };
+            let other = format!("{}://{}", parsed.scheme(), SocketAddr::new(outward, port));
+            match probe(&http, &other).await {
+                Ok(q) if !q.auth_required => report.problem(
+                    AREA,
+                    "bind",
+                    format!("answers without authentication on {other}, a non-loopback address: anyone who can reach it reads and writes every record"),
+                    unsafe_fix,
+                ),
+                Ok(_) => report.add(AREA, "bind", Status::Ok, format!("{other} requires authentication")),
+                Err(_) => report.add(AREA, "bind", Status::Ok, format!("loopback only (nothing answers on {other})")),
+            }
+        }
+        Some(_) => report.problem(
+            AREA,
+            "bind",
+            format!("answers without authentication on {url}, a non-loopback address: anyone who can reach it reads and writes every record"),
+            unsafe_fix,
+        ),
+        None => report.problem(
+            AREA,
+            "bind",
+            format!("answers without authentication at {url}, a name that may not be loopback"),
+            unsafe_fix,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_sums_are_the_ones_the_fetch_script_verifies() {
+        let script = include_str!("../../../scripts/fetch-model.sh");
+        for (file, sum) in MODEL_SHA256 {
+            assert!(
+                script.contains(&format!("[{file}]={sum}")),
+                "{file}: {sum} not in fetch-model.sh"
+            );
+        }
+    }
+}
