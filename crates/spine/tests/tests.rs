@@ -7,6 +7,7 @@ mod browser;
 mod common;
 mod connect;
 mod crash;
+mod doctor;
 mod e2e;
 mod hook;
 mod hostile;
