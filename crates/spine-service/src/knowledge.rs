@@ -233,8 +233,8 @@ impl Service {
         let k = resolve_page("k", a.k, DEFAULT_K)?;
         let budget = crate::budget::resolve(a.max_chars)?;
         let mut filter = Filter::new(scope);
-        filter.categories_any = vec![Category::Discovery.as_str().to_owned()];
-        filter.kind = kind.map(|k| k.as_str().to_owned());
+        filter.categories_any = Some(vec![Category::Discovery]);
+        filter.kind = kind;
 
         let query_vec = self.embed_query(&a.query)?;
         let access = Access::read(caller);
@@ -273,7 +273,7 @@ impl Service {
             self.coverage(
                 &access,
                 &Filter {
-                    categories_any: vec![Category::Discovery.as_str().to_owned()],
+                    categories_any: Some(vec![Category::Discovery]),
                     ..Filter::new(ScopeFilter::All)
                 },
             )
@@ -303,7 +303,7 @@ impl Service {
         let gate = Gate::ActiveAt(self.clock.now());
         let filter = |scope: ScopeFilter| {
             let mut f = Filter::new(scope);
-            f.categories_any = vec![Category::Rule.as_str().to_owned()];
+            f.categories_any = Some(vec![Category::Rule]);
             f.tags_all = tags.clone();
             f
         };
@@ -323,7 +323,7 @@ impl Service {
             coverage = self.coverage(
                 &access,
                 &Filter {
-                    categories_any: vec![Category::Rule.as_str().to_owned()],
+                    categories_any: Some(vec![Category::Rule]),
                     ..Filter::new(ScopeFilter::All)
                 },
             );

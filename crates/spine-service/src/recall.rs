@@ -195,7 +195,7 @@ impl Service {
         check_filter_tags(&filter.tags_all)?;
         // SPEC search_memory: categories omitted or empty is no filter, discoveries and
         // rules included.
-        filter.categories_any = a.categories.unwrap_or_default();
+        filter.categories_any = Filter::categories_named(&a.categories.unwrap_or_default());
         filter.created_after = a.created_after;
         filter.created_before = a.created_before;
 
@@ -328,7 +328,7 @@ impl Service {
         let mut filter = Filter::new(scope);
         filter.tags_all = a.tags.unwrap_or_default();
         check_filter_tags(&filter.tags_all)?;
-        filter.categories_any = a.categories.unwrap_or_default();
+        filter.categories_any = Filter::categories_named(&a.categories.unwrap_or_default());
         if !browse {
             filter.categories_none = vec![Category::Discovery];
         }

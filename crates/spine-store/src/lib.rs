@@ -13,13 +13,15 @@
 //! every write, in the same transaction.
 #![deny(missing_docs)]
 
-mod index;
+mod checks;
+mod codec;
 mod operator;
 mod postgres;
 mod sqlite;
 
 use spine_core::{
-    Caller, Category, Citation, EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, Timestamp,
+    Caller, Category, Citation, DiscoveryKind, EpochSeconds, IdRef, Memory, RecordId, Scope,
+    ShortId, Timestamp,
 };
 
 pub use operator::{
@@ -44,9 +46,14 @@ pub enum StoreError {
     /// The data directory could not be prepared, or the database URL is unusable.
     #[error("{0}")]
     Io(String),
-    /// PostgreSQL reported an error.
-    #[error("database error: {0}")]
-    Postgres(String),
+    /// PostgreSQL reported an error: its message and its SQLSTATE code.
+    #[error("database error: {message} ({sqlstate})")]
+    Postgres {
+        /// The server's message.
+        message: String,
+        /// The five-character SQLSTATE, e.g. `53100` (disk_full).
+        sqlstate: String,
+    },
     /// The database cannot be reached right now (connection refused, lost or timed out);
     /// the call may be retried.
     #[error("{0}")]
@@ -73,13 +80,12 @@ impl StoreError {
             },
             // SQLSTATE class 53: insufficient resources (53100 disk_full, 53200 out of
             // memory); 25006: a read-only transaction (a standby, a read-only database).
-            StoreError::Postgres(m) if m.contains("(53100)") => {
-                Some("the database server's disk is full")
-            }
-            StoreError::Postgres(m) if m.contains("(53") => {
-                Some("the database server is out of resources")
-            }
-            StoreError::Postgres(m) if m.contains("(25006)") => Some("the database is read-only"),
+            StoreError::Postgres { sqlstate, .. } => match sqlstate.as_str() {
+                "53100" => Some("the database server's disk is full"),
+                "25006" => Some("the database is read-only"),
+                s if s.starts_with("53") => Some("the database server is out of resources"),
+                _ => None,
+            },
             _ => None,
         }
     }
@@ -153,9 +159,10 @@ pub struct Filter {
     pub scope: ScopeFilter,
     /// Records carrying ALL of these tags.
     pub tags_all: Vec<String>,
-    /// Records in ANY of these categories (raw strings: an unknown category simply matches
-    /// nothing, SPEC search_memory); empty = no filter.
-    pub categories_any: Vec<String>,
+    /// Records in ANY of these categories; `None` = no filter, `Some(empty)` = nothing
+    /// passes (every category asked for is unknown: SPEC search_memory, an unknown category
+    /// simply matches nothing). [`Filter::categories_named`] builds it from wire names.
+    pub categories_any: Option<Vec<Category>>,
     /// Records in none of these categories.
     pub categories_none: Vec<Category>,
     /// created_at >= this (inclusive).
@@ -167,7 +174,7 @@ pub struct Filter {
     /// Exclude archived and superseded records (list_scheduled).
     pub exclude_archived_superseded: bool,
     /// Discovery records of this kind only (`map` / `fact`).
-    pub kind: Option<String>,
+    pub kind: Option<DiscoveryKind>,
 }
 
 impl Filter {
@@ -176,7 +183,7 @@ impl Filter {
         Filter {
             scope,
             tags_all: vec![],
-            categories_any: vec![],
+            categories_any: None,
             categories_none: vec![],
             created_after: None,
             created_before: None,
@@ -184,6 +191,15 @@ impl Filter {
             exclude_archived_superseded: false,
             kind: None,
         }
+    }
+
+    /// `categories_any` from the names a caller gave: none = no filter; otherwise the known
+    /// ones, an unknown name matching nothing (SPEC search_memory).
+    pub fn categories_named(names: &[String]) -> Option<Vec<Category>> {
+        if names.is_empty() {
+            return None;
+        }
+        Some(names.iter().filter_map(|n| Category::parse("categories", n).ok()).collect())
     }
 }
 
@@ -494,4 +510,30 @@ pub trait Store: Send + Sync {
     /// Replaces (or adds) the vector of record `id` and its embedder stamp, leaving the
     /// record itself untouched; false when no such record exists (deleted meanwhile).
     fn set_vector(&self, id: &RecordId, embedding: Embedding<'_>) -> Result<bool>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pg(sqlstate: &str) -> StoreError {
+        StoreError::Postgres { message: "could not extend file".into(), sqlstate: sqlstate.into() }
+    }
+
+    /// PostgreSQL's errors are classified by their SQLSTATE, not by their text.
+    #[test]
+    fn postgres_resource_faults_are_read_from_the_sqlstate() {
+        assert_eq!(pg("53100").resource_fault(), Some("the database server's disk is full"));
+        assert_eq!(pg("53200").resource_fault(), Some("the database server is out of resources"));
+        assert_eq!(pg("25006").resource_fault(), Some("the database is read-only"));
+        assert_eq!(pg("23505").resource_fault(), None);
+        assert_eq!(pg("42P01").resource_fault(), None);
+        // A message that merely mentions a class-53 code is not one.
+        let e = StoreError::Postgres {
+            message: "value (53100) too long".into(),
+            sqlstate: "22001".into(),
+        };
+        assert_eq!(e.resource_fault(), None);
+        assert_eq!(pg("53100").to_string(), "database error: could not extend file (53100)");
+    }
 }

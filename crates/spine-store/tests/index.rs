@@ -97,11 +97,12 @@ fn random_filter(rng: &mut StdRng) -> Filter {
     let mut f = Filter::new(scope);
     f.tags_all = TAGS.iter().filter(|_| rng.random_bool(0.2)).map(|t| (*t).to_owned()).collect();
     if rng.random_bool(0.3) {
-        f.categories_any = ["decision", "gotcha", "discovery", "no-such-category"]
+        let names: Vec<String> = ["decision", "gotcha", "discovery", "no-such-category"]
             .iter()
             .filter(|_| rng.random_bool(0.5))
             .map(|c| (*c).to_owned())
             .collect();
+        f.categories_any = Filter::categories_named(&names);
     }
     if rng.random_bool(0.3) {
         f.categories_none = vec![Category::Discovery];
@@ -115,7 +116,7 @@ fn random_filter(rng: &mut StdRng) -> Filter {
     f.windowed_only = rng.random_bool(0.1);
     f.exclude_archived_superseded = rng.random_bool(0.2);
     if rng.random_bool(0.2) {
-        f.kind = Some(["map", "fact"][rng.random_range(0..2)].to_owned());
+        f.kind = Some([DiscoveryKind::Map, DiscoveryKind::Fact][rng.random_range(0..2)]);
     }
     f
 }

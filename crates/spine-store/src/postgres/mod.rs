@@ -72,7 +72,10 @@ impl From<tokio_postgres::Error> for StoreError {
                     db.code().code()
                 ))
             }
-            Some(db) => StoreError::Postgres(format!("{} ({})", db.message(), db.code().code())),
+            Some(db) => StoreError::Postgres {
+                message: db.message().to_owned(),
+                sqlstate: db.code().code().to_owned(),
+            },
             // No server error: the connection failed or closed; say why.
             None => {
                 let mut cause = e.to_string();

@@ -4,9 +4,9 @@
 
 use tokio_postgres::types::ToSql;
 
-use spine_core::{Memory, Timestamp};
+use spine_core::Timestamp;
 
-use crate::{Access, Filter, Gate, Result, ScopeFilter, StoreError};
+use crate::{Access, Filter, Gate, ScopeFilter};
 
 /// One bound parameter.
 pub(super) type Param = Box<dyn ToSql + Sync + Send>;
@@ -64,9 +64,14 @@ impl Where {
             let p = self.bind(f.tags_all.clone());
             self.and(&format!("m.tags @> {p}::text[]"));
         }
-        if !f.categories_any.is_empty() {
-            let p = self.bind(f.categories_any.clone());
-            self.and(&format!("m.category = ANY({p}::text[])"));
+        match f.categories_any.as_deref() {
+            None => {}
+            Some([]) => self.and("FALSE"),
+            Some(any) => {
+                let any: Vec<String> = any.iter().map(|c| c.as_str().to_owned()).collect();
+                let p = self.bind(any);
+                self.and(&format!("m.category = ANY({p}::text[])"));
+            }
         }
         if !f.categories_none.is_empty() {
             let none: Vec<String> =
@@ -88,8 +93,8 @@ impl Where {
         if f.exclude_archived_superseded {
             self.and("m.archived_at IS NULL AND m.superseded_by IS NULL");
         }
-        if let Some(kind) = &f.kind {
-            let p = self.bind(kind.clone());
+        if let Some(kind) = f.kind {
+            let p = self.bind(kind.as_str().to_owned());
             self.and(&format!("m.kind = {p}"));
         }
     }
@@ -142,7 +147,4 @@ impl Where {
     }
 }
 
-/// Decodes a payload read as text.
-pub(super) fn decode(body: &str) -> Result<Memory> {
-    serde_json::from_str(body).map_err(|e| StoreError::Corrupt(e.to_string()))
-}
+pub(super) use crate::codec::decode;

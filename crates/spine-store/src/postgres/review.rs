@@ -117,7 +117,7 @@ async fn purge_select<C: GenericClient>(
     }
     let filter = Filter {
         tags_all: c.tags_all.clone(),
-        categories_any: c.category.iter().map(|c| c.as_str().to_owned()).collect(),
+        categories_any: c.category.map(|c| vec![c]),
         created_before: c.created_before,
         ..Filter::new(match &c.scope {
             Some(s) => ScopeFilter::One(s.clone()),

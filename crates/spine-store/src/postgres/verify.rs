@@ -1,8 +1,8 @@
 //! The invariant checks of `spine-review verify` on PostgreSQL: one page of rows, each
 //! checked against one snapshot (the caller's read-only REPEATABLE READ transaction).
 //!
-//! The checks of a row's columns and vector are the SQLite backend's own
-//! ([`Columns::mismatches`], [`check_vector`]), so both backends report a row alike. The
+//! The checks of a row's columns and vector are shared with the SQLite backend
+//! (`crate::checks`: [`Columns::mismatches`], [`check_vector`]), so both backends report a row alike. The
 //! row here also holds the `kind` and `tags` columns (SQLite keeps tags in a table of their
 //! own and derives the kind from the payload): they are compared with the payload too.
 
@@ -14,8 +14,8 @@ use spine_core::{Category, Memory, RecordId, Scope};
 use tokio_postgres::Row;
 
 use super::query::decode;
-use crate::sqlite::rows::vec_to_blob;
-use crate::sqlite::verify::{Columns, MAX_CHAIN, check_vector};
+use crate::checks::{Columns, MAX_CHAIN, check_vector};
+use crate::codec::vec_to_blob;
 use crate::{Check, Result, VectorExpectation, VerifyPage, Violation};
 
 /// One page of rows in rowid order, every column the checks read.

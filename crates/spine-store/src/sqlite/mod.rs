@@ -5,6 +5,7 @@
 //! write that touches several tables runs in one transaction, so a crash leaves either the
 //! old or the new state, never a half-written record.
 
+pub(crate) mod index;
 mod query;
 mod review;
 pub(crate) mod rows;
@@ -25,8 +26,8 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::Connection;
 
-use crate::index::Index;
 use crate::{Result, StoreError};
+use index::Index;
 
 /// SQL that stamps the current schema version on a payload edited in place, never lowering
 /// it (SPEC Versioning 2 and 4). `body` is the column being updated.

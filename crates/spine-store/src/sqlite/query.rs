@@ -70,12 +70,16 @@ impl Where {
                 p,
             );
         }
-        if !f.categories_any.is_empty() {
-            let marks = vec!["?"; f.categories_any.len()].join(", ");
-            self.and(
-                &format!("m.category IN ({marks})"),
-                f.categories_any.iter().map(|c| Value::Text(c.clone())),
-            );
+        match f.categories_any.as_deref() {
+            None => {}
+            Some([]) => self.and("0 = 1", []),
+            Some(any) => {
+                let marks = vec!["?"; any.len()].join(", ");
+                self.and(
+                    &format!("m.category IN ({marks})"),
+                    any.iter().map(|c| Value::Text(c.as_str().into())),
+                );
+            }
         }
         if !f.categories_none.is_empty() {
             let marks = vec!["?"; f.categories_none.len()].join(", ");
@@ -96,8 +100,8 @@ impl Where {
         if f.exclude_archived_superseded {
             self.and("m.archived_at IS NULL AND m.superseded_by IS NULL", []);
         }
-        if let Some(kind) = &f.kind {
-            self.and("json_extract(m.body, '$.kind') = ?", [Value::Text(kind.clone())]);
+        if let Some(kind) = f.kind {
+            self.and("json_extract(m.body, '$.kind') = ?", [Value::Text(kind.as_str().into())]);
         }
     }
 

@@ -16,8 +16,9 @@ use spine_core::{
     Category, EpochSeconds, Memory, RecordId, SCHEMA_VERSION, Scope, StateMarkers, Timestamp,
 };
 
-use super::verify::{Columns, check_links, check_vector};
+use super::verify::check_links;
 use super::{STAMP_VERSION, SqliteStore, Where, blob_to_vec, decode};
+use crate::checks::{Columns, check_vector};
 use crate::operator::dedup;
 use crate::{
     Check, ConsolidationCandidate, ConsolidationGroup, ConsolidationLink, Filter, PurgeCandidate,
@@ -102,7 +103,7 @@ fn purge_select(
     }
     let filter = Filter {
         tags_all: c.tags_all.clone(),
-        categories_any: c.category.iter().map(|c| c.as_str().to_owned()).collect(),
+        categories_any: c.category.map(|c| vec![c]),
         created_before: c.created_before,
         ..Filter::new(match &c.scope {
             Some(s) => ScopeFilter::One(s.clone()),

@@ -3,7 +3,7 @@
 use rusqlite::{Transaction, params};
 use spine_core::{EpochSeconds, Memory, RecordId, StateMarkers};
 
-use crate::index::Row;
+use super::index::Row;
 use crate::{Embedding, Result, StoreError};
 
 /// The indexed fields of a record, for `Row`; append `WHERE ...` or `ORDER BY ...`.
@@ -40,21 +40,7 @@ pub(super) fn read_row(
     })
 }
 
-pub(crate) fn decode(body: &str) -> Result<Memory> {
-    serde_json::from_str(body).map_err(|e| StoreError::Corrupt(e.to_string()))
-}
-
-pub(crate) fn encode(m: &Memory) -> Result<String> {
-    serde_json::to_string(m).map_err(|e| StoreError::Corrupt(e.to_string()))
-}
-
-pub(crate) fn vec_to_blob(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-pub(crate) fn blob_to_vec(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
-}
+pub(crate) use crate::codec::{blob_to_vec, decode, encode, vec_to_blob};
 
 pub(super) fn secs(v: Option<EpochSeconds>) -> Option<i64> {
     v.map(EpochSeconds::as_secs)

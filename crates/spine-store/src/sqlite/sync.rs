@@ -2,9 +2,9 @@
 
 use rusqlite::{OptionalExtension, Transaction};
 
+use super::index::Index;
 use super::rows::*;
 use crate::Result;
-use crate::index::Index;
 
 /// Brings `index` up to the database state `tx` sees: the changed rows since it last
 /// looked, or everything when it never loaded, fell behind the change log, or too much

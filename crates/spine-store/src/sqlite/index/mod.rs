@@ -265,19 +265,20 @@ impl Index {
             ScopeFilter::All => None,
         };
         let tags = f.tags_all.iter().map(|t| self.lookup(t)).collect::<Option<Vec<u32>>>()?;
-        let categories_any = if f.categories_any.is_empty() {
-            None
-        } else {
-            let known: Vec<u32> = f.categories_any.iter().filter_map(|c| self.lookup(c)).collect();
-            if known.is_empty() {
-                return None;
+        let categories_any = match &f.categories_any {
+            None => None,
+            Some(any) => {
+                let known: Vec<u32> = any.iter().filter_map(|c| self.lookup(c.as_str())).collect();
+                if known.is_empty() {
+                    return None;
+                }
+                Some(known)
             }
-            Some(known)
         };
         let categories_none =
             f.categories_none.iter().filter_map(|c| self.lookup(c.as_str())).collect();
-        let kind = match &f.kind {
-            Some(k) => Some(self.lookup(k)?),
+        let kind = match f.kind {
+            Some(k) => Some(self.lookup(k.as_str())?),
             None => None,
         };
         Some(Compiled {
