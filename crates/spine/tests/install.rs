@@ -693,3 +693,29 @@ fn dry_run_prints_the_lines_it_would_add_and_writes_nothing() {
     );
     assert_eq!(backups(&home.join(".codeium/windsurf")), 0);
 }
+
+#[test]
+fn the_claude_code_plugin_runs_the_spine_on_path_with_the_installed_hooks() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let plugin = read_json(&root.join(".claude-plugin/plugin.json"));
+    assert_eq!(plugin["name"], "spine");
+    assert_eq!(
+        plugin["mcpServers"]["spine"],
+        json!({"type": "stdio", "command": "spine", "args": ["mcp"]})
+    );
+    let market = read_json(&root.join(".claude-plugin/marketplace.json"));
+    assert_eq!(market["plugins"][0]["name"], "spine");
+    assert_eq!(market["plugins"][0]["source"], "./");
+    let hooks = read_json(&root.join("hooks/hooks.json"));
+    for (event, command) in
+        [("SessionStart", "spine hook session-start"), ("UserPromptSubmit", "spine hook prompt")]
+    {
+        assert_eq!(hooks["hooks"][event][0]["hooks"][0]["command"], command, "{event}");
+    }
+    // The commands are ones the binary takes.
+    for event in ["session-start", "prompt"] {
+        let help =
+            std::process::Command::new(SPINE).args(["hook", event, "--help"]).output().unwrap();
+        assert!(help.status.success(), "spine hook {event}");
+    }
+}
