@@ -17,6 +17,7 @@ mod checks;
 mod codec;
 mod operator;
 mod postgres;
+mod predicate;
 mod sqlite;
 
 use spine_core::{

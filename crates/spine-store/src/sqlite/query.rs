@@ -1,12 +1,13 @@
-//! SQL built from the store's filters: the owner predicate, the hard pre-filters, the
-//! recall gate.
+//! SQLite's WHERE clauses: the read predicate (`crate::predicate`) in SQLite's dialect,
+//! plus the clauses of single queries.
 
 use rusqlite::types::Value;
 use rusqlite::{Connection, params_from_iter};
-use spine_core::{IdRef, Memory, RecordId, Timestamp};
+use spine_core::{Category, IdRef, Memory, RecordId};
 
 use super::rows::*;
-use crate::{Access, Filter, Gate, Result, ScopeFilter};
+use crate::predicate::{self, Bound, Cond, Dialect};
+use crate::{Access, Filter, Gate, Result};
 
 /// A WHERE clause under construction with its positional parameters.
 pub(crate) struct Where {
@@ -39,103 +40,55 @@ impl Where {
     /// SPEC Authentication 4: own + shared when authenticated, own (ownerless) when
     /// anonymous; a NULL owner (legacy record, no owner key) never matches.
     pub(crate) fn access(&mut self, a: &Access) {
-        if a.every_owner {
-            return;
-        }
-        if a.include_shared {
-            self.and(
-                "m.owner IS NOT NULL AND (m.owner = ? OR m.visibility = 'shared')",
-                [Value::Text(a.owner.clone())],
-            );
-        } else {
-            self.and("m.owner IS NOT NULL AND m.owner = ?", [Value::Text(a.owner.clone())]);
-        }
+        self.conditions(predicate::readable(a));
     }
 
+    /// The hard pre-filters.
     pub(crate) fn filter(&mut self, f: &Filter) {
-        if let ScopeFilter::One(scope) = &f.scope {
-            self.and("m.scope = ?", [Value::Text(scope.as_str().to_owned())]);
-        }
-        let mut tags: Vec<&String> = f.tags_all.iter().collect();
-        tags.sort();
-        tags.dedup();
-        if !tags.is_empty() {
-            let marks = vec!["?"; tags.len()].join(", ");
-            let mut p: Vec<Value> = tags.iter().map(|t| Value::Text((*t).clone())).collect();
-            p.push(Value::Integer(tags.len() as i64));
-            self.and(
-                &format!(
-                    "(SELECT COUNT(*) FROM memory_tags t WHERE t.memory = m.rowid AND t.tag IN ({marks})) = ?"
-                ),
-                p,
-            );
-        }
-        match f.categories_any.as_deref() {
-            None => {}
-            Some([]) => self.and("0 = 1", []),
-            Some(any) => {
-                let marks = vec!["?"; any.len()].join(", ");
-                self.and(
-                    &format!("m.category IN ({marks})"),
-                    any.iter().map(|c| Value::Text(c.as_str().into())),
-                );
-            }
-        }
-        if !f.categories_none.is_empty() {
-            let marks = vec!["?"; f.categories_none.len()].join(", ");
-            self.and(
-                &format!("m.category NOT IN ({marks})"),
-                f.categories_none.iter().map(|c| Value::Text(c.as_str().into())),
-            );
-        }
-        if let Some(t) = f.created_after {
-            self.and("m.created_at >= ?", [Value::Integer(t.as_micros())]);
-        }
-        if let Some(t) = f.created_before {
-            self.and("m.created_at < ?", [Value::Integer(t.as_micros())]);
-        }
-        if f.windowed_only {
-            self.and("m.not_before IS NOT NULL OR m.not_after IS NOT NULL", []);
-        }
-        if f.exclude_archived_superseded {
-            self.and("m.archived_at IS NULL AND m.superseded_by IS NULL", []);
-        }
-        if let Some(kind) = f.kind {
-            self.and("json_extract(m.body, '$.kind') = ?", [Value::Text(kind.as_str().into())]);
-        }
+        self.conditions(predicate::filtered(f));
     }
 
-    /// The recall gate in SQL; mirrors `spine_core::derive_states` (half-open window in
-    /// whole seconds, expired suppressing scheduled).
+    /// The recall gate.
     pub(crate) fn gate(&mut self, g: Gate) {
-        let now = |t: Timestamp| Value::Integer(t.to_epoch_seconds().as_secs());
-        const NOT_EXPIRED: &str = "(m.not_after IS NULL OR m.not_after > ?)";
-        match g {
-            Gate::Off => {}
-            Gate::ActiveAt(t) => self.and(
-                &format!(
-                    "m.archived_at IS NULL AND m.superseded_by IS NULL AND {NOT_EXPIRED} \
-                     AND (m.not_before IS NULL OR m.not_before <= ?)"
-                ),
-                [now(t), now(t)],
-            ),
-            Gate::ScheduledAt(t) => self.and(
-                &format!("{NOT_EXPIRED} AND m.not_before IS NOT NULL AND m.not_before > ?"),
-                [now(t), now(t)],
-            ),
-            Gate::ExpiredAt(t) => {
-                self.and("m.not_after IS NOT NULL AND m.not_after <= ?", [now(t)])
-            }
-            Gate::ScheduledOrExpiredAt(t) => self.and(
-                &format!(
-                    "(m.not_after IS NOT NULL AND m.not_after <= ?) OR \
-                     ({NOT_EXPIRED} AND m.not_before IS NOT NULL AND m.not_before > ?)"
-                ),
-                [now(t), now(t), now(t)],
-            ),
-            Gate::Archived => self.and("m.archived_at IS NOT NULL", []),
-            Gate::Superseded => self.and("m.superseded_by IS NOT NULL", []),
+        self.conditions(predicate::gate(g));
+    }
+
+    fn conditions(&mut self, conds: impl IntoIterator<Item = Cond>) {
+        for c in conds {
+            let sql = c.sql(self);
+            self.sql.push_str(" AND (");
+            self.sql.push_str(&sql);
+            self.sql.push(')');
         }
+    }
+}
+
+impl Dialect for Where {
+    fn bind(&mut self, v: Bound) -> String {
+        self.params.push(match v {
+            Bound::Text(t) => Value::Text(t),
+            Bound::Int(i) => Value::Integer(i),
+        });
+        "?".into()
+    }
+
+    fn category_in(&mut self, categories: &[Category]) -> String {
+        let marks: Vec<String> =
+            categories.iter().map(|c| self.bind(Bound::Text(c.as_str().into()))).collect();
+        format!("m.category IN ({})", marks.join(", "))
+    }
+
+    fn has_tags(&mut self, tags: &[String]) -> String {
+        let marks: Vec<String> = tags.iter().map(|t| self.bind(Bound::Text(t.clone()))).collect();
+        let n = self.bind(Bound::Int(tags.len() as i64));
+        format!(
+            "(SELECT COUNT(*) FROM memory_tags t WHERE t.memory = m.rowid AND t.tag IN ({})) = {n}",
+            marks.join(", ")
+        )
+    }
+
+    fn kind(&self) -> &'static str {
+        "json_extract(m.body, '$.kind')"
     }
 }
 

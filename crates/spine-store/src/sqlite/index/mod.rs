@@ -27,7 +27,8 @@ use rayon::prelude::*;
 use simsimd::SpatialSimilarity;
 use spine_core::{RecordId, StateMarkers};
 
-use crate::{Access, Filter, NearestQuery, ScopeFilter};
+use crate::predicate::{self, Cond};
+use crate::{Access, Filter, NearestQuery};
 
 mod space;
 
@@ -87,9 +88,9 @@ pub(crate) struct Proposal {
 
 /// The filter with its strings resolved to interned ids; `None` when nothing can match.
 struct Compiled {
-    owner: u32,
-    include_shared: bool,
-    every_owner: bool,
+    /// `Cond::Readable`: the owner's id (`NONE` when the owner has no record) and whether
+    /// shared records pass; `None` for the operator.
+    readable: Option<(u32, bool)>,
     scope: Option<u32>,
     tags: Vec<u32>,
     categories_any: Option<Vec<u32>>,
@@ -245,6 +246,8 @@ impl Index {
         }
     }
 
+    /// The read predicate (`crate::predicate`) over interned ids; `None` when nothing can
+    /// pass (a value no record holds).
     fn compile(
         &self,
         access: &Access,
@@ -256,59 +259,67 @@ impl Index {
             Some(m) => Some(self.lookup(m)?),
             None => None,
         };
-        let owner = self.lookup(access.owner()).unwrap_or(NONE);
-        if owner == NONE && !access.include_shared {
-            return None;
-        }
-        let scope = match &f.scope {
-            ScopeFilter::One(s) => Some(self.lookup(s.as_str())?),
-            ScopeFilter::All => None,
-        };
-        let tags = f.tags_all.iter().map(|t| self.lookup(t)).collect::<Option<Vec<u32>>>()?;
-        let categories_any = match &f.categories_any {
-            None => None,
-            Some(any) => {
-                let known: Vec<u32> = any.iter().filter_map(|c| self.lookup(c.as_str())).collect();
-                if known.is_empty() {
-                    return None;
-                }
-                Some(known)
-            }
-        };
-        let categories_none =
-            f.categories_none.iter().filter_map(|c| self.lookup(c.as_str())).collect();
-        let kind = match f.kind {
-            Some(k) => Some(self.lookup(k.as_str())?),
-            None => None,
-        };
-        Some(Compiled {
-            owner,
-            include_shared: access.include_shared,
-            every_owner: access.every_owner,
-            scope,
-            tags,
-            categories_any,
-            categories_none,
-            created_after: f.created_after.map(|t| t.as_micros()),
-            created_before: f.created_before.map(|t| t.as_micros()),
-            windowed_only: f.windowed_only,
-            exclude_archived_superseded: f.exclude_archived_superseded,
-            kind,
+        let mut c = Compiled {
+            readable: None,
+            scope: None,
+            tags: vec![],
+            categories_any: None,
+            categories_none: vec![],
+            created_after: None,
+            created_before: None,
+            windowed_only: false,
+            exclude_archived_superseded: false,
+            kind: None,
             model,
             exclude,
-        })
+        };
+        for cond in predicate::conditions(access, f) {
+            match cond {
+                Cond::Readable { owner, shared } => {
+                    let owner = self.lookup(&owner).unwrap_or(NONE);
+                    if owner == NONE && !shared {
+                        return None;
+                    }
+                    c.readable = Some((owner, shared));
+                }
+                Cond::Scope(scope) => c.scope = Some(self.lookup(&scope)?),
+                Cond::Tags(tags) => {
+                    c.tags = tags.iter().map(|t| self.lookup(t)).collect::<Option<_>>()?
+                }
+                Cond::CategoryIn(any) => {
+                    let known: Vec<u32> =
+                        any.iter().filter_map(|c| self.lookup(c.as_str())).collect();
+                    if known.is_empty() {
+                        return None;
+                    }
+                    c.categories_any = Some(known);
+                }
+                Cond::CategoryNotIn(none) => {
+                    c.categories_none =
+                        none.iter().filter_map(|c| self.lookup(c.as_str())).collect()
+                }
+                Cond::CreatedFrom(t) => c.created_after = Some(t),
+                Cond::CreatedBefore(t) => c.created_before = Some(t),
+                Cond::Windowed => c.windowed_only = true,
+                Cond::Current => c.exclude_archived_superseded = true,
+                Cond::Kind(k) => c.kind = Some(self.lookup(k.as_str())?),
+                // The gate is applied per slot by the caller (`propose`'s `is_active`).
+                Cond::State(_) => {}
+            }
+        }
+        Some(c)
     }
 
-    /// Whether `slot` passes the hard pre-filters: mirrors `Where::access` and
-    /// `Where::filter` in `sqlite/query.rs` (the parity test holds them together).
+    /// Whether `slot` passes the compiled predicate: the SQL renderings' conditions over
+    /// interned ids (the parity test holds them together).
     #[inline]
     fn passes(&self, c: &Compiled, s: usize) -> bool {
         if !self.live[s] || c.model.is_some_and(|m| m != self.model[s]) {
             return false;
         }
         let owner = self.owner[s];
-        if !c.every_owner
-            && (owner == NONE || !(owner == c.owner || (c.include_shared && self.shared[s])))
+        if let Some((reader, shared)) = c.readable
+            && (owner == NONE || !(owner == reader || (shared && self.shared[s])))
         {
             return false;
         }
