@@ -48,6 +48,16 @@ impl Event {
             Event::PreCompact => "PreCompact",
         }
     }
+
+    /// Gemini CLI's name for the event (its hooks reference: BeforeAgent fires after a
+    /// prompt is submitted, PreCompress before the context is compressed).
+    fn gemini_name(self) -> &'static str {
+        match self {
+            Event::SessionStart => "SessionStart",
+            Event::Prompt => "BeforeAgent",
+            Event::PreCompact => "PreCompress",
+        }
+    }
 }
 
 /// What the hook prints.
@@ -57,6 +67,9 @@ pub enum Format {
     Json,
     /// The text alone, for clients that inject a hook's stdout as it is.
     Text,
+    /// Gemini CLI's hook JSON: the same shape, with Gemini's event names (`BeforeAgent`
+    /// for prompt).
+    Gemini,
 }
 
 /// `spine hook` flags.
@@ -65,7 +78,7 @@ pub struct HookArgs {
     /// session-start, prompt or pre-compact.
     #[arg(value_enum)]
     pub event: Event,
-    /// json (Claude Code's hook output) or text.
+    /// json (Claude Code's and Codex's hook output), gemini (Gemini CLI's) or text.
     #[arg(long, value_enum, default_value = "json")]
     pub format: Format,
     /// Most characters to print [default: 8000 for the digest, 2000 for prompt; at most
@@ -308,9 +321,12 @@ pub fn render(event: Event, format: Format, digest: &Digest) -> Option<String> {
     }
     Some(match format {
         Format::Text => digest.text.clone(),
-        Format::Json => json!({
+        Format::Json | Format::Gemini => json!({
             "hookSpecificOutput": {
-                "hookEventName": event.client_name(),
+                "hookEventName": match format {
+                    Format::Gemini => event.gemini_name(),
+                    _ => event.client_name(),
+                },
                 "additionalContext": digest.text,
             }
         })
@@ -362,6 +378,10 @@ mod tests {
         assert_eq!(v["hookSpecificOutput"]["hookEventName"], "UserPromptSubmit");
         assert_eq!(v["hookSpecificOutput"]["additionalContext"], "hello");
         assert_eq!(render(Event::Prompt, Format::Text, &d).unwrap(), "hello");
+        let gemini: serde_json::Value =
+            serde_json::from_str(&render(Event::Prompt, Format::Gemini, &d).unwrap()).unwrap();
+        assert_eq!(gemini["hookSpecificOutput"]["hookEventName"], "BeforeAgent");
+        assert_eq!(gemini["hookSpecificOutput"]["additionalContext"], "hello");
         assert_eq!(render(Event::SessionStart, Format::Json, &Digest::default()), None);
     }
 }

@@ -201,6 +201,15 @@ async fn prompt_prints_only_relevant_memories_within_its_budget() {
     let unrelated =
         hook(&data, &["prompt"], &prompt(&top, "What is the capital of Mongolia?")).await;
     assert_eq!(unrelated.stdout, "", "nothing relevant, nothing printed");
+
+    // Gemini CLI's BeforeAgent, as its hooks reference gives the input: the same memories,
+    // under Gemini's event name.
+    let gemini = json!({"session_id": "g1", "transcript_path": "/tmp/g.json", "cwd": top,
+                        "hook_event_name": "BeforeAgent", "timestamp": "2026-11-26T12:00:00Z",
+                        "prompt": "Which TLS library should the HTTP client use?"})
+    .to_string();
+    let run = hook(&data, &["prompt", "--format", "gemini"], &gemini).await;
+    assert_eq!(context(&run, "BeforeAgent"), text);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

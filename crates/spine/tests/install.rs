@@ -278,9 +278,9 @@ fn gemini_gets_its_server_and_session_start_and_before_agent_hooks() {
     );
     assert_eq!(v["mcpServers"]["spine"]["args"], json!(["mcp"]));
     let start = v["hooks"]["SessionStart"][0]["hooks"][0]["command"].as_str().unwrap();
-    assert_eq!(start, format!("{SPINE} hook session-start"));
+    assert_eq!(start, format!("{SPINE} hook session-start --format gemini"));
     let prompt = v["hooks"]["BeforeAgent"][0]["hooks"][0]["command"].as_str().unwrap();
-    assert_eq!(prompt, format!("{SPINE} hook prompt"));
+    assert_eq!(prompt, format!("{SPINE} hook prompt --format gemini"));
     let user: Value = serde_json::from_str(GEMINI).unwrap();
     assert_eq!(v["hooks"]["BeforeTool"], user["hooks"]["BeforeTool"], "the user's hook stays");
 }

@@ -101,9 +101,10 @@ pub struct Target {
 const CLAUDE_HOOKS: &[(&str, &str)] =
     &[("SessionStart", "session-start"), ("UserPromptSubmit", "prompt")];
 /// Gemini CLI's: BeforeAgent fires after a prompt is submitted, and its
-/// `hookSpecificOutput.additionalContext` is appended to the prompt.
+/// `hookSpecificOutput.additionalContext` is appended to the prompt; `--format gemini`
+/// names the events as Gemini does.
 const GEMINI_HOOKS: &[(&str, &str)] =
-    &[("SessionStart", "session-start"), ("BeforeAgent", "prompt")];
+    &[("SessionStart", "session-start --format gemini"), ("BeforeAgent", "prompt --format gemini")];
 
 fn env_dir(var: &str) -> Option<PathBuf> {
     std::env::var_os(var).filter(|v| !v.is_empty()).map(PathBuf::from)
