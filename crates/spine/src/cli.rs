@@ -48,11 +48,30 @@ pub struct Common {
     pub rerank: settings::RerankArgs,
 }
 
+/// What `spine serve` answers on `--listen` (and `--metrics-listen`), as its help lists it.
+const SERVE_ENDPOINTS: &str = "\
+Endpoints on the --listen address:
+  /mcp                                    MCP over streamable HTTP (DELETE ends a session)
+  /healthz                                GET: answers \"ok\"
+  /spine.v1.MemoryService/<Method>        Connect API, POST (JSON or binary protobuf):
+                                          SearchMemories, ListMemories, GetMemory,
+                                          ArchiveMemory, RestoreMemory, ListScopes, ListTags,
+                                          RelatedMemories, ListRules (docs/connect.md)
+  /console                                the web console (docs/console.md); its files under
+                                          /console/ and its OAuth redirect, /console/callback
+  /metrics                                Prometheus text format; served on --metrics-listen
+                                          instead when that is given
+  /.well-known/oauth-protected-resource   with --oidc-issuer: the protected-resource metadata
+                                          (RFC 9728), also at .../oauth-protected-resource/mcp
+
+With --oidc-issuer, /mcp and the Connect API need Authorization: Bearer <token>.";
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve MCP on stdio (what Claude Code, Codex and Cursor launch).
     Mcp,
-    /// Serve streamable HTTP MCP at /mcp, and /healthz.
+    /// Serve MCP over streamable HTTP, the Connect API, the web console and /metrics.
+    #[command(after_help = SERVE_ENDPOINTS)]
     Serve {
         /// Address to listen on.
         #[arg(long, env = "SPINE_LISTEN", default_value = "127.0.0.1:8080")]
