@@ -22,13 +22,15 @@ pub struct Cli {
 /// Flags every command takes.
 #[derive(Debug, Args)]
 pub struct Common {
-    /// Directory holding the embedded database [default: $XDG_DATA_HOME/spine or ~/.local/share/spine]
+    /// Directory of the embedded SQLite store (spine.db); --database-url selects PostgreSQL instead
+    /// [default: $XDG_DATA_HOME/spine or ~/.local/share/spine]
     #[arg(long, global = true, env = "SPINE_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
     /// PostgreSQL (with pgvector) instead of the embedded store: postgres://user@host:port/db.
     #[arg(long, global = true, env = "SPINE_DATABASE_URL")]
     pub database_url: Option<String>,
-    /// Directory holding the built-in model's files [default: ~/.cache/spine/models/all-MiniLM-L6-v2]
+    /// Directory holding the built-in model's files [default:
+    /// $XDG_CACHE_HOME/spine/models/all-MiniLM-L6-v2 or ~/.cache/spine/models/all-MiniLM-L6-v2]
     #[arg(long, global = true, env = "SPINE_MODEL_DIR")]
     pub model_dir: Option<PathBuf>,
     /// OIDC issuer URL; when set, every call needs a valid bearer token from this issuer.
