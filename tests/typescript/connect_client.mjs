@@ -16,7 +16,7 @@ import { createConnectTransport } from '@connectrpc/connect-node';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
-import { MemoryService } from './gen/spine/v1/memory_pb.js';
+import { ErrorInfoSchema, MemoryService } from './gen/spine/v1/memory_pb.js';
 
 const [base, aliceToken, bobToken, brokenBase] = process.argv.slice(2);
 if (!brokenBase) {
@@ -139,8 +139,12 @@ async function asAlice(label, alice, ids) {
   // Errors: invalid_argument with Spine's field and hint, not_found.
   let e = await fails(alice.searchMemories({ query: 'tls', scope: SCOPE, k: 1001n }), Code.InvalidArgument, `${label}: k=1001`);
   check(e.rawMessage.includes('field: k'), `${label}: the message names the field: ${e.rawMessage}`);
+  let [info] = e.findDetails(ErrorInfoSchema);
+  check(info?.field === 'k' && info.hint === 'out_of_range', `${label}: k=1001's field and hint as a spine.v1.ErrorInfo detail: ${JSON.stringify(info)}`);
   e = await fails(alice.getMemory({ id: 'not an id' }), Code.InvalidArgument, `${label}: malformed id`);
   check(e.rawMessage.includes('hint: malformed_id'), `${label}: the message carries the hint: ${e.rawMessage}`);
+  [info] = e.findDetails(ErrorInfoSchema);
+  check(info?.field === 'id' && info.hint === 'malformed_id', `${label}: the malformed id's ErrorInfo detail: ${JSON.stringify(info)}`);
   await fails(alice.listMemories({ scope: 'no-colons' }), Code.InvalidArgument, `${label}: a malformed scope`);
   await fails(alice.getMemory({ id: '0190f5a0-0000-7000-8000-000000000001' }), Code.NotFound, `${label}: an unknown id`);
   await fails(alice.relatedMemories({ id: '0190f5a0-0000-7000-8000-000000000001' }), Code.NotFound, `${label}: related of an unknown id`);

@@ -32,15 +32,12 @@ use serde_json::json;
 use spine_service::{Caller, Service};
 
 use crate::SpineMcp;
-use crate::auth::Verifier;
+use crate::auth::{AuthError, Verifier, parse_bearer};
+use crate::guard::{Guard, refuse};
 use crate::tools::Identity;
 
 /// Where the protected-resource metadata is served (RFC 9728).
 pub const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
-
-/// Hosts and origins accepted without configuration: loopback only.
-const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "::1", "[::1]"];
-const LOOPBACK_ORIGINS: &[&str] = &["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"];
 
 /// How long an idle session lives by default.
 pub const DEFAULT_SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -92,13 +89,12 @@ impl Default for HttpOptions {
 pub fn http_router(service: Service, options: HttpOptions) -> Router {
     let mut config =
         StreamableHttpServerConfig::default().with_legacy_session_mode(!options.stateless);
-    let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|s| s.to_string()).collect();
-    hosts.extend(options.allowed_hosts);
-    config = config.with_allowed_hosts(hosts.clone());
-    let mut origins: Vec<String> = LOOPBACK_ORIGINS.iter().map(|s| s.to_string()).collect();
-    origins.extend(options.allowed_origins);
-    config = config.with_allowed_origins(origins.clone()).enforce_origin_validation();
-    let guard = crate::connect::Guard { hosts: Arc::new(hosts), origins: Arc::new(origins) };
+    let guard = Guard::new(options.allowed_hosts, options.allowed_origins);
+    // `/mcp` applies the same lists through rmcp's own checks.
+    config = config
+        .with_allowed_hosts(guard.hosts.to_vec())
+        .with_allowed_origins(guard.origins.to_vec())
+        .enforce_origin_validation();
     let authenticated = options.verifier.is_some();
     let connect_service = service.clone();
 
@@ -140,8 +136,8 @@ pub fn http_router(service: Service, options: HttpOptions) -> Router {
         }
     };
     let console = crate::console::router(options.verifier.as_ref())
-        .layer(from_fn_with_state(guard.clone(), crate::connect::guard));
-    let connect = connect.layer(from_fn_with_state(guard, crate::connect::guard));
+        .layer(from_fn_with_state(guard.clone(), crate::guard::guard));
+    let connect = connect.layer(from_fn_with_state(guard, crate::guard::guard));
     let router =
         Router::new().route("/healthz", get(|| async { "ok\n" })).merge(console).merge(connect);
     match options.verifier {
@@ -183,21 +179,6 @@ async fn resource_metadata(State(issuer): State<String>, headers: HeaderMap) -> 
     .into_response()
 }
 
-/// The bytes of a refused request's body read and dropped to keep its connection usable.
-const DRAIN_BYTES: usize = 1 << 20;
-
-/// Sends `response` for a request refused before its body was read. hyper closes a
-/// keep-alive connection whose request body was left unread, without saying so, and a client
-/// that sends its next request on that connection fails (`EPIPE` in Node's HTTP agent, which
-/// the Connect and MCP TypeScript clients use): so the rest of the body is read first, and a
-/// body too large for that gets `connection: close` to tell the client not to reuse it.
-pub(crate) async fn refuse(body: Body, mut response: Response) -> Response {
-    if axum::body::to_bytes(body, DRAIN_BYTES).await.is_err() {
-        response.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
-    }
-    response
-}
-
 /// Which API a request is for (a bearer-token check, a body limit): they shape a refusal differently.
 #[derive(Clone, Copy)]
 enum Lane {
@@ -216,16 +197,18 @@ struct Bearer {
 /// Verifies the bearer token of every request; 401 without a valid one.
 async fn require_bearer(State(gate): State<Bearer>, mut req: Request, next: Next) -> Response {
     let header = req.headers().get(AUTHORIZATION).and_then(|h| h.to_str().ok());
-    let token = header.and_then(|h| {
-        let (scheme, token) = h.split_once(' ')?;
-        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-    });
-    let problem = match token.filter(|t| !t.is_empty()) {
-        None => {
+    let problem = match parse_bearer(header) {
+        // No bearer token at all (absent, another scheme, empty): the challenge alone
+        // (RFC 6750 §3.1: no error code when the request carries no credentials for it).
+        Err(AuthError::Missing | AuthError::Malformed) => {
             crate::metrics::auth_failure("missing_token");
             None
         }
-        Some(token) => match gate.verifier.verify(token).await {
+        Err(e) => {
+            crate::metrics::auth_failure(e.reason());
+            Some(e.to_string())
+        }
+        Ok(token) => match gate.verifier.verify(token).await {
             Ok(caller) => {
                 req.extensions_mut().insert::<Caller>(caller);
                 return next.run(req).await;

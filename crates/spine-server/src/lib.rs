@@ -14,6 +14,7 @@
 pub mod auth;
 pub mod connect;
 mod console;
+mod guard;
 mod http;
 pub mod metrics;
 mod prompts;

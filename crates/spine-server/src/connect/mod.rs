@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use connectrpc::{
-    ConnectError, ErrorCode as ConnectCode, RequestContext, Response, ServiceRequest, ServiceResult,
+    ConnectError, ErrorCode as ConnectCode, ErrorDetail, RequestContext, Response, ServiceRequest,
+    ServiceResult,
 };
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -45,7 +46,8 @@ struct SpineConnect {
     authenticated: bool,
 }
 
-/// Spine's error as a Connect error: the same class, the field and hint in the message.
+/// Spine's error as a Connect error: the same class; the field and hint as a
+/// `spine.v1.ErrorInfo` detail, and in the message for people.
 fn connect_error(e: &Error) -> ConnectError {
     let code = match e.code {
         ErrorCode::InvalidArgument => ConnectCode::InvalidArgument,
@@ -65,8 +67,20 @@ fn connect_error(e: &Error) -> ConnectError {
         (None, Some(hint)) => message.push_str(&format!(" (hint: {})", hint.as_str())),
         (None, None) => {}
     }
-    ConnectError::new(code, message)
+    let mut error = ConnectError::new(code, message);
+    if e.field.is_some() || e.hint.is_some() {
+        let info = ErrorInfo {
+            field: e.field.clone().unwrap_or_default(),
+            hint: e.hint.map(|h| h.as_str().to_owned()).unwrap_or_default(),
+            ..Default::default()
+        };
+        error = error.with_detail(ErrorDetail::from_message(ERROR_INFO, &info));
+    }
+    error
 }
+
+/// The type name of the error detail that carries a Spine error's field and hint.
+pub const ERROR_INFO: &str = "spine.v1.ErrorInfo";
 
 /// A JSON object of the arguments that are set (absent and empty ones left out, as a tool
 /// call would leave them out).
@@ -330,77 +344,9 @@ fn list_scopes_op(service: &Service, caller: &Caller, _: NoArgs) -> Result<Value
     Ok(json!({"scopes": scopes, "truncated": truncated}))
 }
 
-/// Which browsers and names may reach the Connect API: the `Host` values and `Origin`
-/// patterns `/mcp` accepts (`scheme://host:*` matches any port).
-#[derive(Clone)]
-pub(crate) struct Guard {
-    pub(crate) hosts: Arc<Vec<String>>,
-    pub(crate) origins: Arc<Vec<String>>,
-}
-
-fn origin_allowed(origin: &str, patterns: &[String]) -> bool {
-    patterns.iter().any(|p| match p.strip_suffix(":*") {
-        Some(base) => {
-            origin == base
-                || origin.strip_prefix(base).and_then(|r| r.strip_prefix(':')).is_some_and(|port| {
-                    !port.is_empty() && port.chars().all(|c| c.is_ascii_digit())
-                })
-        }
-        None => origin == p,
-    })
-}
-
-fn host_allowed(host: &str, hosts: &[String]) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().map(|h| format!("[{h}]")).unwrap_or_default(),
-        None => host.rsplit_once(':').map_or(host, |(h, _)| h).to_owned(),
-    };
-    hosts.iter().any(|h| h.eq_ignore_ascii_case(&name) || h.eq_ignore_ascii_case(host))
-}
-
-/// Refuses (403) a request whose `Host` is not accepted (DNS rebinding) or whose `Origin`
-/// is another site's, as `/mcp` does.
-pub(crate) async fn guard(
-    axum::extract::State(guard): axum::extract::State<Guard>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let allowed = {
-        let headers = req.headers();
-        let get = |name: axum::http::header::HeaderName| {
-            headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
-        };
-        let host_ok = get(axum::http::header::HOST).is_none_or(|h| host_allowed(&h, &guard.hosts));
-        let origin_ok =
-            get(axum::http::header::ORIGIN).is_none_or(|o| origin_allowed(&o, &guard.origins));
-        host_ok && origin_ok
-    };
-    if !allowed {
-        let body = json!({"code": "permission_denied", "message": "this Host or Origin may not call the Spine API"});
-        let response = (axum::http::StatusCode::FORBIDDEN, axum::Json(body)).into_response();
-        return crate::http::refuse(req.into_body(), response).await;
-    }
-    next.run(req).await
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn origins_and_hosts_match_like_the_mcp_endpoint() {
-        let patterns = vec!["http://localhost:*".to_owned(), "https://console.example".to_owned()];
-        assert!(origin_allowed("http://localhost:3000", &patterns));
-        assert!(origin_allowed("http://localhost", &patterns));
-        assert!(origin_allowed("https://console.example", &patterns));
-        assert!(!origin_allowed("http://localhost.evil.example:80", &patterns));
-        assert!(!origin_allowed("https://evil.example", &patterns));
-        let hosts = vec!["localhost".to_owned(), "127.0.0.1".to_owned(), "[::1]".to_owned()];
-        assert!(host_allowed("127.0.0.1:8080", &hosts));
-        assert!(host_allowed("[::1]:8080", &hosts));
-        assert!(!host_allowed("evil.example:8080", &hosts));
-    }
 
     #[test]
     fn errors_keep_the_envelope_in_the_message() {
@@ -415,6 +361,25 @@ mod tests {
                 .contains("field: scope; hint: malformed_scope")
         );
         assert_eq!(connect_error(&Error::not_found("id", "no memory")).code, ConnectCode::NotFound);
+    }
+
+    #[test]
+    fn field_and_hint_travel_as_an_error_info_detail() {
+        use buffa::Message;
+        let e =
+            Error::invalid("scope", spine_core::Hint::MalformedScope, "scope must look like a:b:c");
+        let c = connect_error(&e);
+        assert_eq!(c.details.len(), 1);
+        assert_eq!(c.details[0].type_url, ERROR_INFO);
+        let bytes = base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD_NO_PAD,
+            c.details[0].value.as_deref().unwrap(),
+        )
+        .unwrap();
+        let info = ErrorInfo::decode_from_slice(&bytes).unwrap();
+        assert_eq!((info.field.as_str(), info.hint.as_str()), ("scope", "malformed_scope"));
+        // An error with neither carries no detail.
+        assert!(connect_error(&Error::internal("a bug")).details.is_empty());
     }
 
     /// Every class of Spine error has its Connect code. failed_precondition, already_exists
