@@ -147,11 +147,7 @@ impl Service {
                 },
             });
         }
-        Ok(RepoScopes {
-            repo: target.to_owned(),
-            memory: self.repo_scopes(caller, target)?,
-            rules: rule_of(target).into_iter().collect(),
-        })
+        self.named_repo_scopes(caller, &[target.to_owned()])
     }
 
     /// Every scope `caller` can read, sorted (at most [`crate::SCOPE_CEILING`]).

@@ -22,6 +22,7 @@ mod memory;
 pub mod rank;
 mod recall;
 mod related;
+pub mod repo;
 pub mod rerank;
 pub mod similar;
 pub mod views;

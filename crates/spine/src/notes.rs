@@ -22,8 +22,8 @@ use spine_core::{Caller, Category, Scope, Source};
 use spine_service::Service;
 use spine_service::args::parse_args;
 
-use crate::hook::{configured_scope, find_repo};
 use crate::ops::{OutputArgs, count};
+use spine_service::repo::{Checkout, RepoConfig};
 
 /// Words a bullet or paragraph needs to become a record (headings alone, "TODO", … do not).
 const MIN_WORDS: usize = 3;
@@ -244,7 +244,7 @@ fn choose_scope(
     if let Some(s) = &args.scope {
         return parse(s);
     }
-    if let Some(s) = top.and_then(configured_scope) {
+    if let Some(s) = top.and_then(|t| RepoConfig::read(t).ok()?.scope) {
         return parse(&s);
     }
     let found = service.repo_scopes(caller, repo).map_err(|e| anyhow::anyhow!("{}", e.message))?;
@@ -268,7 +268,7 @@ pub fn run(service: &Service, caller: &Caller, args: &ImportNotesArgs) -> Result
         Some(c) => c.clone(),
         None => std::env::current_dir().context("reading the current directory")?,
     };
-    let repo = find_repo(&cwd);
+    let repo = Checkout::find(&cwd);
     let top = repo.as_ref().map(|r| r.top.clone());
     let inputs: Vec<Input> = if args.files.is_empty() {
         let Some(top) = &top else {
