@@ -16,6 +16,7 @@ pub mod connect;
 mod console;
 mod guard;
 mod http;
+mod invoke;
 pub mod metrics;
 mod prompts;
 pub mod schema;

@@ -22,7 +22,7 @@ use spine_service::args::{
     BatchIdsArgs, DeleteAllArgs, IdArgs, ListMemoryArgs, ListRulesArgs, ListScheduledArgs,
     ListTagsArgs, RelatedMemoriesArgs, ScheduleMemoryArgs, SearchDiscoveryArgs, SearchMemoryArgs,
     SetVisibilityArgs, StoreDiscoveryArgs, StoreMemoryArgs, StoreRuleArgs, SupersedeMemoryArgs,
-    UpdateMemoryArgs, parse_args,
+    UpdateMemoryArgs,
 };
 use spine_service::views::{
     BatchResult, DiscoveryResult, ListResult, MemoryView, RelatedResult, RulesResult, SearchResult,
@@ -111,7 +111,8 @@ impl SpineMcp {
         }
     }
 
-    /// Parses `args` as `A`, runs `op` on a blocking thread, renders the outcome.
+    /// Runs the tool `op` with `args` for the call's caller ([`crate::invoke::invoke`]) and
+    /// renders the outcome: the result as structured content, or Spine's error envelope.
     async fn run<A, R>(
         &self,
         tool: &'static str,
@@ -123,58 +124,11 @@ impl SpineMcp {
         A: DeserializeOwned + JsonSchema + Send + 'static,
         R: Serialize + Send + 'static,
     {
-        let started = std::time::Instant::now();
-        let result = self.run_op(args, ext, op).await;
-        let outcome = match &result {
-            Ok(_) => "ok",
-            Err(e) => e.code.as_str(),
-        };
-        crate::metrics::call("mcp", tool, outcome, started.elapsed());
-        match result {
+        let caller = self.caller(ext).await;
+        match crate::invoke::invoke("mcp", tool, &self.service, caller, args, op, Ok).await {
             Ok(value) => CallToolResult::structured(value),
             Err(e) => error_result(&e),
         }
-    }
-
-    /// The caller, the parsed arguments and the operation, rendered as JSON.
-    async fn run_op<A, R>(
-        &self,
-        args: JsonObject,
-        ext: &Extensions,
-        op: fn(&Service, &Caller, A) -> Result<R, Error>,
-    ) -> Result<serde_json::Value, Error>
-    where
-        A: DeserializeOwned + JsonSchema + Send + 'static,
-        R: Serialize + Send + 'static,
-    {
-        let caller = self.caller(ext).await?;
-        let service = self.service.clone();
-        let outcome = tokio::task::spawn_blocking(move || {
-            let span = tracing::trace_span!("tool.parse_args").entered();
-            let a = parse_args::<A>(args)?;
-            drop(span);
-            let _span = tracing::trace_span!("tool.service").entered();
-            op(&service, &caller, a)
-        })
-        .await;
-        let result = match outcome {
-            Ok(r) => r,
-            Err(join) => {
-                tracing::error!(error = %join, "tool task failed");
-                Err(Error::internal("the operation failed unexpectedly"))
-            }
-        };
-        let value = result.and_then(|r| {
-            let _span = tracing::trace_span!("tool.encode").entered();
-            serde_json::to_value(r)
-                .map_err(|e| Error::internal(format!("cannot encode result: {e}")))
-        });
-        if let Err(e) = &value
-            && e.code == spine_core::ErrorCode::Internal
-        {
-            tracing::error!(error = %e, "tool failed");
-        }
-        value
     }
 }
 

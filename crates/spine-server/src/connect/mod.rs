@@ -2,14 +2,14 @@
 //! port of `/mcp` (Connect protocol, unary, JSON and binary protobuf codecs).
 //!
 //! Key design decision: a request becomes the JSON arguments of the MCP tool it mirrors and
-//! goes through `parse_args` and the same `Service` function, so validation, the recall gate,
+//! goes through the same call path as the tool (`crate::invoke`: `parse_args`, the blocking
+//! thread, metrics) and the same `Service` function, so validation, the recall gate,
 //! owner gating and not-found indistinguishability are the tools' by construction; the
 //! tool's result is then read into the response message through proto3 JSON (whose parser
 //! accepts the snake_case names the views use). Spine's error envelope becomes a Connect
 //! error: its code, and the message naming the field and the hint.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use connectrpc::{
     ConnectError, ErrorCode as ConnectCode, ErrorDetail, RequestContext, Response, ServiceRequest,
@@ -21,7 +21,6 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use spine_core::{Caller, Error, ErrorCode, ListState};
 use spine_service::Service;
-use spine_service::args::parse_args;
 
 /// The generated messages and service trait.
 #[allow(missing_docs, clippy::all, clippy::pedantic)]
@@ -125,8 +124,8 @@ impl SpineConnect {
             .ok_or_else(|| Error::unauthenticated("this request carries no verified bearer token"))
     }
 
-    /// Runs the tool `op` with `arguments` for the caller, and reads its result, reshaped
-    /// by `shape`, into the response `P`.
+    /// Runs the tool `op` with `arguments` for the caller ([`crate::invoke::invoke`]), and
+    /// reads its result, reshaped by `shape`, into the response `P`.
     async fn call<A, R, P>(
         &self,
         method: &'static str,
@@ -140,49 +139,20 @@ impl SpineConnect {
         R: Serialize + Send + 'static,
         P: DeserializeOwned,
     {
-        let started = Instant::now();
-        let result = self.run(ctx, arguments, op).await.and_then(|value| {
+        let Value::Object(arguments) = arguments else {
+            return Err(connect_error(&Error::internal("arguments are not an object")));
+        };
+        let finish = |value: Value| {
             serde_json::from_value::<P>(shape(value))
                 .map_err(|e| Error::internal(format!("cannot encode the response: {e}")))
-        });
-        let outcome = match &result {
-            Ok(_) => "ok",
-            Err(e) => e.code.as_str(),
         };
-        crate::metrics::call("connect", method, outcome, started.elapsed());
-        match result {
+        let caller = self.caller(ctx);
+        match crate::invoke::invoke("connect", method, &self.service, caller, arguments, op, finish)
+            .await
+        {
             Ok(p) => Response::ok(p),
-            Err(e) => {
-                if e.code == ErrorCode::Internal {
-                    tracing::error!(error = %e, method, "Connect call failed");
-                }
-                Err(connect_error(&e))
-            }
+            Err(e) => Err(connect_error(&e)),
         }
-    }
-
-    async fn run<A, R>(
-        &self,
-        ctx: &RequestContext,
-        arguments: Value,
-        op: impl FnOnce(&Service, &Caller, A) -> Result<R, Error> + Send + 'static,
-    ) -> Result<Value, Error>
-    where
-        A: DeserializeOwned + JsonSchema + Send + 'static,
-        R: Serialize + Send + 'static,
-    {
-        let caller = self.caller(ctx)?;
-        let service = self.service.clone();
-        let Value::Object(arguments) = arguments else {
-            return Err(Error::internal("arguments are not an object"));
-        };
-        let r = tokio::task::spawn_blocking(move || {
-            let a = parse_args::<A>(arguments)?;
-            op(&service, &caller, a)
-        })
-        .await
-        .map_err(|_| Error::internal("the operation failed unexpectedly"))??;
-        serde_json::to_value(r).map_err(|e| Error::internal(format!("cannot encode result: {e}")))
     }
 }
 
