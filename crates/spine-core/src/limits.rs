@@ -12,6 +12,9 @@ pub const DEFAULT_K: u64 = 8;
 pub const DEFAULT_LIST_LIMIT: u64 = 20;
 /// Default `limit` of list_tags.
 pub const DEFAULT_TAGS_LIMIT: u64 = 100;
+/// Ids per archive / restore call: archive_memory and restore_memory (SPEC Limits), the
+/// Connect API's ArchiveMemory / RestoreMemory, and `spine spine-review archive|restore`.
+pub const MAX_BATCH_IDS: usize = 1000;
 /// Citations per record.
 pub const MAX_CITATIONS: usize = 50;
 /// Bytes of one citation excerpt (16 KiB).

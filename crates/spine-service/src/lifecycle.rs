@@ -14,7 +14,7 @@ use crate::views::{BatchOutcome, BatchResult, ResolvedTarget, SupersedeResult};
 use crate::{Service, store_error};
 
 /// Most entries in one archive_memory / restore_memory call (SPEC Limits).
-pub const MAX_BATCH: usize = 1000;
+pub use spine_core::limits::MAX_BATCH_IDS as MAX_BATCH;
 
 /// Most bytes of an idempotency key (our choice; documented in docs/records.md).
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;

@@ -14,7 +14,7 @@ pub use spine_store::StateCounts;
 use crate::{Error, Result};
 
 /// Most ids per archive / restore call, as archive_memory (SPEC Limits).
-pub const MAX_IDS: usize = 1000;
+pub use spine_core::limits::MAX_BATCH_IDS as MAX_IDS;
 /// Records named in an `ambiguous` outcome, at most.
 const MAX_CANDIDATES: usize = 50;
 
