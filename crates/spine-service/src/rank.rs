@@ -13,7 +13,9 @@
 //!    ([`neighbour_bonus`]). A conversation's answer is often the turn after the question that
 //!    matched, and a note is often explained by the one written next to it.
 //!
-//! `score` stays the dense similarity; only the order changes.
+//! `score` stays the dense similarity; only the order changes. [`Service::rank`] is the
+//! recipe: these steps in order, the one ranking search_memory (and the prompt hook through
+//! it) runs.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -22,7 +24,12 @@ use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
 
-use spine_core::RecordId;
+use spine_core::{Error, Memory, RecordId, Timestamp};
+use spine_store::{Access, Filter, Gate, NearestQuery};
+
+use crate::recall::Retrieved;
+use crate::views::GateHidden;
+use crate::{Service, store_error};
 
 /// Weight of the pool-normalised BM25 relevance (0..1) added to the cosine for ordering.
 ///
@@ -212,6 +219,116 @@ pub fn neighbour_bonus(
         f.fused += gain.get(&f.id).copied().unwrap_or(0.0);
     }
     fused.sort_by(|a, b| b.fused.total_cmp(&a.fused));
+}
+
+/// What one ranking reads.
+pub(crate) struct RankQuery<'a> {
+    /// The query's text (for the lexical step).
+    pub(crate) query: &'a str,
+    /// Its embedding.
+    pub(crate) vector: &'a [f32],
+    /// Who reads.
+    pub(crate) access: &'a Access,
+    /// The hard pre-filters.
+    pub(crate) filter: &'a Filter,
+    /// The time the recall gate is evaluated at.
+    pub(crate) now: Timestamp,
+    /// How many records to return.
+    pub(crate) k: usize,
+}
+
+/// A ranking: the best `k` recall-visible records, best first, as `(fused, dense, record)`,
+/// and what the recall gate hid among the `k` nearest of any state.
+pub(crate) struct Ranking {
+    pub(crate) ranked: Vec<(f32, f32, Memory)>,
+    pub(crate) hidden: GateHidden,
+}
+
+impl Service {
+    /// The ranking recipe (SPEC search rule 1), the steps of this module in order: the pool
+    /// ([`rerank_pool`]) from the store, the lexical fusion ([`fuse`]), the neighbour step
+    /// ([`neighbour_anchors`], `Store::adjacent`, a second fusion, [`neighbour_bonus`]), then
+    /// the best `k`. search_memory runs it (and through it the prompt hook's context).
+    pub(crate) fn rank(&self, q: &RankQuery<'_>) -> Result<Ranking, Error> {
+        let (k, now) = (q.k, q.now);
+        let pool_size = rerank_pool(k);
+        let span = tracing::trace_span!("search.retrieve").entered();
+        let Retrieved { hits, hidden } = self.retrieve(&NearestQuery {
+            access: q.access,
+            filter: q.filter,
+            model: self.embedder.model_id(),
+            vector: q.vector,
+            now,
+            any: k,
+            active: pool_size,
+            exclude: None,
+        })?;
+        drop(span);
+        let span = tracing::trace_span!("search.lexical").entered();
+        let query_terms = spine_core::lexical::query_terms(q.query);
+        let mut pool: Vec<(f32, RecordId)> = hits.iter().map(|(score, m)| (*score, m.id)).collect();
+        let mut records: HashMap<RecordId, spine_core::Memory> =
+            hits.into_iter().map(|(_, m)| (m.id, m)).collect();
+        let mut terms = HashMap::new();
+        let mut fused = self.fuse_pool(&pool, &records, &mut terms, &query_terms);
+        drop(span);
+        let anchors = neighbour_anchors(k).min(fused.len());
+        if self.neighbour_weight > 0.0 && anchors > 0 {
+            let _span = tracing::trace_span!("search.neighbours").entered();
+            let lead: Vec<&spine_core::Memory> =
+                fused[..anchors].iter().map(|f| &records[&f.id]).collect();
+            let adjacent = self
+                .store
+                .adjacent(
+                    q.access,
+                    q.filter,
+                    Gate::ActiveAt(now),
+                    &lead,
+                    self.embedder.model_id(),
+                    NEIGHBOUR_RADIUS,
+                )
+                .map_err(store_error)?;
+            let mut pairs = Vec::with_capacity(adjacent.len());
+            for n in adjacent {
+                pairs.push((n.anchor, n.record.id));
+                if let std::collections::hash_map::Entry::Vacant(e) = records.entry(n.record.id) {
+                    pool.push((spine_core::cosine(q.vector, &n.vector), n.record.id));
+                    e.insert(n.record);
+                }
+            }
+            if !pairs.is_empty() {
+                pool.sort_by(|a, b| b.0.total_cmp(&a.0));
+                fused = self.fuse_pool(&pool, &records, &mut terms, &query_terms);
+                neighbour_bonus(&mut fused, &pairs, anchors, self.neighbour_weight);
+            }
+        }
+        fused.truncate(k);
+        let ranked: Vec<(f32, f32, spine_core::Memory)> = fused
+            .iter()
+            .filter_map(|f| records.remove(&f.id).map(|m| (f.fused, f.dense, m)))
+            .collect();
+        Ok(Ranking { ranked, hidden })
+    }
+
+    /// The lexical step over `pool` (`(cosine, id)`, best first): each record's terms (from
+    /// the service's term cache, kept in `terms` for the search), BM25 over the pool, fused
+    /// with the cosine (SPEC search rule 1).
+    fn fuse_pool(
+        &self,
+        pool: &[(f32, RecordId)],
+        records: &HashMap<RecordId, spine_core::Memory>,
+        terms: &mut HashMap<RecordId, std::sync::Arc<[String]>>,
+        query_terms: &[String],
+    ) -> Vec<Fused> {
+        for (_, id) in pool {
+            terms.entry(*id).or_insert_with(|| self.terms.terms(&records[id]));
+        }
+        let docs: Vec<&[String]> = pool.iter().map(|(_, id)| &*terms[id]).collect();
+        let bm25 = bm25(query_terms, &docs);
+        let lexical: Vec<(RecordId, f32)> =
+            pool.iter().zip(bm25).filter(|(_, s)| *s > 0.0).map(|((_, id), s)| (*id, s)).collect();
+        fuse(pool, &lexical, self.lexical_weight)
+    }
 }
 
 #[cfg(test)]

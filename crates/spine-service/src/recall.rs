@@ -2,7 +2,6 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use std::collections::HashMap;
 
 use spine_core::limits::{
     DEFAULT_K, DEFAULT_LIST_LIMIT, DEFAULT_TAGS_LIMIT, MAX_QUERY_BYTES, resolve_page,
@@ -160,26 +159,6 @@ impl Service {
         Ok(Retrieved { hits, hidden })
     }
 
-    /// The lexical step over `pool` (`(cosine, id)`, best first): each record's terms (from
-    /// the service's term cache, kept in `terms` for the search), BM25 over the pool, fused
-    /// with the cosine (SPEC search rule 1).
-    fn fuse_pool(
-        &self,
-        pool: &[(f32, RecordId)],
-        records: &HashMap<RecordId, spine_core::Memory>,
-        terms: &mut HashMap<RecordId, std::sync::Arc<[String]>>,
-        query_terms: &[String],
-    ) -> Vec<rank::Fused> {
-        for (_, id) in pool {
-            terms.entry(*id).or_insert_with(|| self.terms.terms(&records[id]));
-        }
-        let docs: Vec<&[String]> = pool.iter().map(|(_, id)| &*terms[id]).collect();
-        let bm25 = rank::bm25(query_terms, &docs);
-        let lexical: Vec<(RecordId, f32)> =
-            pool.iter().zip(bm25).filter(|(_, s)| *s > 0.0).map(|((_, id), s)| (*id, s)).collect();
-        rank::fuse(pool, &lexical, self.lexical_weight)
-    }
-
     /// search_memory: the k nearest recall-visible memories, dense + lexical ordering.
     pub fn search_memory(
         &self,
@@ -204,64 +183,14 @@ impl Service {
         drop(span);
         let access = Access::read(caller);
         let now = self.clock.now();
-        let pool_size = rank::rerank_pool(k);
-        let span = tracing::trace_span!("search.retrieve").entered();
-        let Retrieved { hits, hidden } = self.retrieve(&NearestQuery {
+        let rank::Ranking { ranked, hidden } = self.rank(&rank::RankQuery {
+            query: &a.query,
+            vector: &query_vec,
             access: &access,
             filter: &filter,
-            model: self.embedder.model_id(),
-            vector: &query_vec,
             now,
-            any: k,
-            active: pool_size,
-            exclude: None,
+            k,
         })?;
-        drop(span);
-        let span = tracing::trace_span!("search.lexical").entered();
-        // SPEC search rule 1: the pool re-ordered by cosine plus normalised BM25, then the
-        // neighbour step (rank.rs).
-        let query_terms = spine_core::lexical::query_terms(&a.query);
-        let mut pool: Vec<(f32, RecordId)> = hits.iter().map(|(score, m)| (*score, m.id)).collect();
-        let mut records: HashMap<RecordId, spine_core::Memory> =
-            hits.into_iter().map(|(_, m)| (m.id, m)).collect();
-        let mut terms = HashMap::new();
-        let mut fused = self.fuse_pool(&pool, &records, &mut terms, &query_terms);
-        drop(span);
-        let anchors = rank::neighbour_anchors(k).min(fused.len());
-        if self.neighbour_weight > 0.0 && anchors > 0 {
-            let _span = tracing::trace_span!("search.neighbours").entered();
-            let lead: Vec<&spine_core::Memory> =
-                fused[..anchors].iter().map(|f| &records[&f.id]).collect();
-            let adjacent = self
-                .store
-                .adjacent(
-                    &access,
-                    &filter,
-                    Gate::ActiveAt(now),
-                    &lead,
-                    self.embedder.model_id(),
-                    rank::NEIGHBOUR_RADIUS,
-                )
-                .map_err(store_error)?;
-            let mut pairs = Vec::with_capacity(adjacent.len());
-            for n in adjacent {
-                pairs.push((n.anchor, n.record.id));
-                if let std::collections::hash_map::Entry::Vacant(e) = records.entry(n.record.id) {
-                    pool.push((spine_core::cosine(&query_vec, &n.vector), n.record.id));
-                    e.insert(n.record);
-                }
-            }
-            if !pairs.is_empty() {
-                pool.sort_by(|a, b| b.0.total_cmp(&a.0));
-                fused = self.fuse_pool(&pool, &records, &mut terms, &query_terms);
-                rank::neighbour_bonus(&mut fused, &pairs, anchors, self.neighbour_weight);
-            }
-        }
-        fused.truncate(k);
-        let ranked: Vec<(f32, f32, spine_core::Memory)> = fused
-            .iter()
-            .filter_map(|f| records.remove(&f.id).map(|m| (f.fused, f.dense, m)))
-            .collect();
         // SPEC search rule 5: the reranker reorders the k hits of the default order.
         let ranked = self.apply_reranker(&a.query, ranked, |(_, _, m)| &m.content);
         let span = tracing::trace_span!("search.views").entered();
