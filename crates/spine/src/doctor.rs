@@ -10,7 +10,7 @@
 
 use std::io::Read as _;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -222,14 +222,6 @@ fn check_model(common: &Common, report: &mut Report) {
     }
 }
 
-fn default_data_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d).join("spine");
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
-    home.join(".local/share/spine")
-}
-
 fn check_store(common: &Common, report: &mut Report) {
     const AREA: &str = "store";
     let (store, place, flag): (Box<dyn spine_store::OperatorStore>, String, String) = if let Some(
@@ -253,7 +245,7 @@ fn check_store(common: &Common, report: &mut Report) {
             }
         }
     } else {
-        let dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
+        let dir = common.data_dir.clone().unwrap_or_else(crate::default_data_dir);
         if !dir.join("spine.db").is_file() {
             report.add(
                 AREA,

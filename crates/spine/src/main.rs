@@ -29,7 +29,9 @@ use spine_service::Service;
 use spine_service::rerank::HttpReranker;
 use spine_store::{PgStore, ReviewStore, SqliteStore, Store};
 
-fn default_data_dir() -> PathBuf {
+/// The data directory without `--data-dir`: `$XDG_DATA_HOME/spine`, else
+/// `~/.local/share/spine`.
+pub(crate) fn default_data_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
         return PathBuf::from(d).join("spine");
     }

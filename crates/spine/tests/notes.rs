@@ -8,12 +8,7 @@ use serde_json::{Value, json};
 
 /// The model directory the tests use, whatever HOME the command gets.
 fn model_dir() -> PathBuf {
-    let var = |n: &str| std::env::var_os(n).filter(|v| !v.is_empty()).map(PathBuf::from);
-    var("SPINE_MODEL_DIR").unwrap_or_else(|| {
-        var("XDG_CACHE_HOME")
-            .unwrap_or_else(|| var("HOME").unwrap().join(".cache"))
-            .join("spine/models/all-MiniLM-L6-v2")
-    })
+    spine_embed::default_model_dir()
 }
 
 fn import(home: &Path, data: &Path, args: &[&str]) -> Run {
