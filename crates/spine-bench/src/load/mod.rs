@@ -44,6 +44,12 @@ use tokio::net::TcpStream;
 
 use crate::{corpus, percentile, status_mib};
 
+mod server;
+mod session;
+
+use server::{cpu_seconds, listening_pid, start};
+use session::{Session, drive, snippet};
+
 const SCOPE: &str = "bench:project:load";
 const PROTOCOL: &str = "2025-06-18";
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -127,6 +133,9 @@ impl Tool {
         TOOLS[self as usize].1
     }
 }
+
+/// Outcomes per tool: successful calls' latencies in ms, and the failed calls.
+type Tally = BTreeMap<Tool, (Vec<f64>, usize)>;
 
 /// What the sessions share: the corpus, the counters that make documents and queries
 /// unique, the records stored so far, and the outcomes.
@@ -248,264 +257,6 @@ fn mix_pick(rng: &mut StdRng) -> Tool {
 
 fn store_args(content: String) -> Value {
     json!({"content": content, "scope": SCOPE, "source": "agent-inferred", "category": "convention"})
-}
-
-/// One HTTP/1.1 connection to the server, kept alive: every request of a session goes over
-/// the same socket. (reqwest's pool opened a new connection whenever the next request left
-/// before the last one's connection was back in the pool: every fourth call, back to back.)
-struct Connection {
-    sender: SendRequest<Full<Bytes>>,
-    host: String,
-}
-
-impl Connection {
-    async fn open(uri: &Uri) -> Result<Connection> {
-        if uri.scheme_str() != Some("http") {
-            bail!("{uri}: only http:// URLs");
-        }
-        let host = uri.host().context("a host in the URL")?;
-        let port = uri.port_u16().unwrap_or(80);
-        let stream = TcpStream::connect((host.trim_matches(['[', ']']), port)).await?;
-        stream.set_nodelay(true)?;
-        let (sender, connection) = http1::handshake(TokioIo::new(stream)).await?;
-        tokio::spawn(connection);
-        Ok(Connection { sender, host: format!("{host}:{port}") })
-    }
-
-    /// Sends `request` (its Host header added), reads the whole response.
-    async fn send(
-        &mut self,
-        mut request: Request<Full<Bytes>>,
-    ) -> Result<(StatusCode, HeaderMap, Bytes)> {
-        request.headers_mut().insert(HOST, HeaderValue::from_str(&self.host)?);
-        self.sender.ready().await?;
-        let (head, body) = self.sender.send_request(request).await?.into_parts();
-        Ok((head.status, head.headers, body.collect().await?.to_bytes()))
-    }
-}
-
-/// One MCP session: its own connection and the server's session id.
-struct Session {
-    connection: Connection,
-    uri: Uri,
-    id: Option<String>,
-    next_request: u64,
-    /// A call timed out: its reply may still come, so the next call opens a new connection.
-    stale: bool,
-    /// Every request on a new connection (`--fresh-connections`).
-    fresh: bool,
-}
-
-impl Session {
-    async fn open(uri: &Uri, fresh: bool) -> Result<Session> {
-        let connection = Connection::open(uri).await?;
-        let mut session = Session {
-            connection,
-            uri: uri.clone(),
-            id: None,
-            next_request: 1,
-            stale: false,
-            fresh,
-        };
-        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": PROTOCOL, "capabilities": {},
-            "clientInfo": {"name": "spine-bench", "version": "1"}}});
-        let (status, headers, body) = session.post(&init).await.context("initialize")?;
-        session.id = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_owned);
-        reply(status, &headers, &body, 0).context("initialize")?;
-        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        let (status, _, body) =
-            session.post(&initialized).await.context("notifications/initialized")?;
-        if status.as_u16() >= 400 {
-            bail!(
-                "notifications/initialized: HTTP {status}: {}",
-                snippet(&String::from_utf8_lossy(&body))
-            );
-        }
-        Ok(session)
-    }
-
-    async fn post(&mut self, body: &Value) -> Result<(StatusCode, HeaderMap, Bytes)> {
-        // The server may close a kept-alive connection (idle, restart): open another.
-        if self.stale || self.fresh || self.connection.sender.is_closed() {
-            self.connection = Connection::open(&self.uri).await?;
-            self.stale = false;
-        }
-        let path = self.uri.path_and_query().map_or("/", |p| p.as_str());
-        let mut request = Request::post(path)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream");
-        if let Some(id) = &self.id {
-            request = request.header("Mcp-Session-Id", id).header("MCP-Protocol-Version", PROTOCOL);
-        }
-        self.connection.send(request.body(Full::new(Bytes::from(body.to_string())))?).await
-    }
-
-    /// Ends the session on the server (DELETE), so that runs against one server do not
-    /// leave sessions open until their idle timeout. Best effort.
-    async fn close(mut self) {
-        if let Some(id) = &self.id
-            && let Ok(request) =
-                Request::delete(self.uri.path()).header("Mcp-Session-Id", id).body(Full::default())
-        {
-            let _ = tokio::time::timeout(CALL_TIMEOUT, self.connection.send(request)).await;
-        }
-    }
-
-    /// `tools/call`: the result, or why the call failed (transport, HTTP status, JSON-RPC
-    /// error, `isError`, or no reply within [`CALL_TIMEOUT`]).
-    async fn call(&mut self, tool: Tool, args: &Value) -> Result<Value> {
-        let id = self.next_request;
-        self.next_request += 1;
-        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                          "params": {"name": tool.name(), "arguments": args}});
-        let message = match tokio::time::timeout(CALL_TIMEOUT, self.post(&body)).await {
-            Err(_) => {
-                self.stale = true;
-                bail!("{}: no reply in {} s", tool.name(), CALL_TIMEOUT.as_secs())
-            }
-            Ok(response) => {
-                let (status, headers, body) = response.with_context(|| tool.name())?;
-                reply(status, &headers, &body, id).with_context(|| tool.name())?
-            }
-        };
-        let result = &message["result"];
-        if result.get("isError").and_then(Value::as_bool) == Some(true) {
-            bail!("{}: isError: {}", tool.name(), snippet(&result["content"].to_string()));
-        }
-        Ok(result.clone())
-    }
-}
-
-/// The JSON-RPC reply to request `id`: the body, or for an SSE stream (which the server ends
-/// after the reply) the `data:` event whose `id` is `id`.
-fn reply(status: StatusCode, headers: &HeaderMap, body: &[u8], id: u64) -> Result<Value> {
-    let body = String::from_utf8_lossy(body);
-    if status.as_u16() >= 400 {
-        bail!("HTTP {status}: {}", snippet(&body));
-    }
-    let sse =
-        headers.get(CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    let message: Value = if sse {
-        let events = body.lines().filter_map(|l| l.strip_prefix("data:"));
-        let mut messages = events.filter_map(|d| serde_json::from_str::<Value>(d).ok());
-        let reply = messages.find(|m| m["id"] == id);
-        reply.with_context(|| format!("no reply to request {id} in the SSE stream"))?
-    } else {
-        serde_json::from_str(&body).context("a JSON-RPC reply")?
-    };
-    if let Some(error) = message.get("error") {
-        bail!("JSON-RPC error: {}", snippet(&error.to_string()));
-    }
-    if message.get("result").is_none() {
-        bail!("no result in {}", snippet(&message.to_string()));
-    }
-    Ok(message)
-}
-
-fn snippet(s: &str) -> String {
-    s.chars().take(300).collect()
-}
-
-/// Outcomes per tool: successful calls' latencies in ms, and the failed calls.
-type Tally = BTreeMap<Tool, (Vec<f64>, usize)>;
-
-/// One session calling back to back until `deadline`; a call started before it is awaited.
-async fn drive(mut session: Session, work: Arc<Workload>, deadline: Instant, seed: u64) -> Session {
-    let mut rng = StdRng::seed_from_u64(seed);
-    while Instant::now() < deadline {
-        let (tool, args) = work.next_call(&mut rng);
-        let started = Instant::now();
-        let outcome = session.call(tool, &args).await.and_then(|result| match tool {
-            Tool::Store => work.stored(&args, &result),
-            _ => Ok(()),
-        });
-        work.record(tool, started.elapsed().as_secs_f64() * 1e3, outcome);
-    }
-    session
-}
-
-/// A server started from `--binary`, killed (and its data directory removed) on drop.
-struct Server {
-    child: Child,
-    _data_dir: tempfile::TempDir,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts `binary serve` on a fresh data directory and a free loopback port, and waits for
-/// `/healthz` to answer 200.
-async fn start(binary: &Path, extra: &[String]) -> Result<(Server, Uri)> {
-    let data_dir = tempfile::tempdir()?;
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let child = Command::new(binary)
-        .arg("serve")
-        .arg("--data-dir")
-        .arg(data_dir.path())
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(extra)
-        .env("SPINE_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .with_context(|| format!("starting {} serve", binary.display()))?;
-    let mut server = Server { child, _data_dir: data_dir };
-    let mcp: Uri = format!("http://127.0.0.1:{port}/mcp").parse()?;
-    let started = Instant::now();
-    loop {
-        if let Some(status) = server.child.try_wait()? {
-            bail!("{} serve exited before answering /healthz: {status}", binary.display());
-        }
-        if let Ok(mut c) = Connection::open(&mcp).await
-            && let Ok(healthz) = Request::get("/healthz").body(Full::default())
-            && c.send(healthz).await.is_ok_and(|(status, ..)| status == StatusCode::OK)
-        {
-            return Ok((server, mcp));
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            bail!("{mcp}: /healthz did not answer 200 within 60 s");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// The pid of the process with a LISTEN socket on `port` (best effort: /proc/net/tcp{,6}
-/// for the socket's inode, then the /proc/*/fd links that point at it).
-fn listening_pid(port: u16) -> Option<u32> {
-    let inode = ["/proc/net/tcp", "/proc/net/tcp6"].iter().find_map(|table| {
-        let text = std::fs::read_to_string(table).ok()?;
-        text.lines().skip(1).find_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let local_port = u16::from_str_radix(f.get(1)?.rsplit(':').next()?, 16).ok()?;
-            let listening = local_port == port && *f.get(3)? == "0A";
-            listening.then(|| f.get(9).map(|s| s.to_string())).flatten()
-        })
-    })?;
-    let target = format!("socket:[{inode}]");
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|entry| {
-        let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-        let fds = std::fs::read_dir(entry.path().join("fd")).ok()?;
-        fds.flatten()
-            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.as_os_str() == target.as_str()))
-            .then_some(pid)
-    })
-}
-
-/// utime + stime of a process (`self` or a pid) in seconds, from /proc/PID/stat.
-fn cpu_seconds(pid: impl Display) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the parenthesised command name start at field 3 (state); utime and
-    // stime are fields 14 and 15.
-    let f: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
-    let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-    // SAFETY: sysconf reads a constant of the system; it has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    Some(ticks / if hz > 0 { hz as f64 } else { 100.0 })
 }
 
 /// `spine-bench load [flags] [-- serve args]`.
