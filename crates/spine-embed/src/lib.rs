@@ -76,35 +76,28 @@ pub trait Embedder: Send + Sync {
     }
 }
 
-impl<T: Embedder + ?Sized> Embedder for Box<T> {
-    fn model_id(&self) -> &str {
-        (**self).model_id()
-    }
-    fn dims(&self) -> usize {
-        (**self).dims()
-    }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        (**self).embed(texts)
-    }
-    fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
-        (**self).embed_query(query)
-    }
+/// Implements [`Embedder`] for a pointer to one, forwarding every method.
+macro_rules! forward_embedder {
+    ($($pointer:ident)::+) => {
+        impl<T: Embedder + ?Sized> Embedder for $($pointer)::+<T> {
+            fn model_id(&self) -> &str {
+                (**self).model_id()
+            }
+            fn dims(&self) -> usize {
+                (**self).dims()
+            }
+            fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+                (**self).embed(texts)
+            }
+            fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+                (**self).embed_query(query)
+            }
+        }
+    };
 }
 
-impl<T: Embedder + ?Sized> Embedder for std::sync::Arc<T> {
-    fn model_id(&self) -> &str {
-        (**self).model_id()
-    }
-    fn dims(&self) -> usize {
-        (**self).dims()
-    }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        (**self).embed(texts)
-    }
-    fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
-        (**self).embed_query(query)
-    }
-}
+forward_embedder!(Box);
+forward_embedder!(std::sync::Arc);
 
 /// Why embedding failed.
 #[derive(Debug, thiserror::Error)]
