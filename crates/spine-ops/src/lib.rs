@@ -1,6 +1,7 @@
 //! Spine's operator use cases: what `spine export`, `import`, `prune-expired`, `migrate`,
 //! `reindex`, `summarize-missing` and `spine spine-review …` do, as library functions over
-//! the store contract ([`spine_store::OperatorStore`]).
+//! the store contract ([`spine_store::OperatorStore`]), and what `spine import-notes` does
+//! as a caller of the service ([`notes`]).
 //!
 //! Key design decision: a use case takes the store as `&dyn OperatorStore`, the time as a
 //! value and reports progress through [`Progress`]; it returns a serialisable report and
@@ -10,6 +11,7 @@
 #![deny(missing_docs)]
 
 pub mod migrate;
+pub mod notes;
 pub mod prune;
 pub mod reindex;
 pub mod review;

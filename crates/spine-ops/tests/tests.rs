@@ -1,9 +1,10 @@
 //! The operator use cases in-process, on a real SQLite store: the prune cut-off, the purge
 //! selection and chain rule, consolidation, archive / restore outcomes, migrate, export and
-//! import ([`transfer`]) and the summarize sweep ([`summarize`]).
+//! import ([`transfer`]), the summarize sweep ([`summarize`]) and import-notes ([`notes`]).
 //!
 //! One test binary for the crate; the binary's own tests drive the same commands end to end.
 
+mod notes;
 mod summarize;
 mod transfer;
 
