@@ -6,6 +6,8 @@
 //! behind the cursor while it runs (by a server on the same directory) are caught by a
 //! final pass from the start.
 
+use std::time::Instant;
+
 use serde::Serialize;
 use spine_core::RecordId;
 use spine_embed::Embedder;
@@ -14,14 +16,31 @@ use spine_store::{Embedding, Store};
 use crate::{Error, Progress, Result};
 
 /// What a reindex did.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ReindexReport {
+    /// The embedder the records were re-embedded with (its stamp).
+    pub model: String,
+    /// How long it took, in seconds.
+    pub seconds: f64,
     /// Records whose vector was (re)computed.
     pub reembedded: u64,
     /// Records deleted between being read and being written.
     pub vanished: u64,
     /// The embedder stamps in the store afterwards, with counts.
     pub models: Vec<(String, u64)>,
+}
+
+impl ReindexReport {
+    /// Whether every record already had a vector of the embedder (nothing was written and
+    /// nothing vanished).
+    pub fn nothing_to_do(&self) -> bool {
+        self.reembedded == 0 && self.vanished == 0
+    }
+
+    /// Records re-embedded per second.
+    pub fn per_second(&self) -> f64 {
+        self.reembedded as f64 / self.seconds.max(1e-3)
+    }
 }
 
 /// Re-embeds `store` with `embedder`, `batch` records per embedding call. Blocking.
@@ -31,6 +50,7 @@ pub fn reindex(
     batch: usize,
     progress: &mut dyn Progress,
 ) -> Result<ReindexReport> {
+    let started = Instant::now();
     let model = embedder.model_id();
     let batch = batch.max(1);
     let before = store.embedder_models()?;
@@ -75,5 +95,11 @@ pub fn reindex(
         after = Some(last);
     }
     progress.finish();
-    Ok(ReindexReport { reembedded, vanished, models: store.embedder_models()? })
+    Ok(ReindexReport {
+        model: model.to_owned(),
+        seconds: started.elapsed().as_secs_f64(),
+        reembedded,
+        vanished,
+        models: store.embedder_models()?,
+    })
 }

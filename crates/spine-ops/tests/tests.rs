@@ -5,6 +5,7 @@
 //! One test binary for the crate; the binary's own tests drive the same commands end to end.
 
 mod notes;
+mod reindex;
 mod summarize;
 mod transfer;
 

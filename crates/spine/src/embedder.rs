@@ -6,11 +6,10 @@
 //! - Either sits behind an LRU cache of query embeddings, and concurrent calls share
 //!   forward passes (or HTTP requests) through a [`BatchingEmbedder`].
 //! - A store holding vectors of another embedder is refused at start-up; `spine reindex`
-//!   re-embeds it ([`spine_ops::reindex`], docs/embeddings.md).
+//!   re-embeds it (`ops::reindex`, docs/embeddings.md).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
-use std::time::Instant;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
@@ -18,8 +17,6 @@ use spine_embed::{
     BatchingEmbedder, BuiltinEmbedder, CachedEmbedder, DIMS, EmbedError, Embedder, MODEL_FILES,
     MODEL_ID, OpenAiConfig, OpenAiEmbedder, Precision,
 };
-
-use crate::ops::Progress;
 
 type Loaded = Result<BuiltinEmbedder, String>;
 
@@ -277,38 +274,6 @@ fn flags_for(model_id: &str) -> String {
     } else {
         format!("the embedder `{model_id}`")
     }
-}
-
-/// `spine reindex`: re-embeds `store` with the configured embedder, printing a summary on
-/// stdout. Blocking.
-pub fn reindex_command(
-    store: &dyn spine_ops::OperatorStore,
-    model_dir: &Path,
-    args: &EmbedderArgs,
-    batch: usize,
-) -> Result<()> {
-    let embedder = build(args, model_dir)?;
-    let started = Instant::now();
-    let summary =
-        spine_ops::reindex::reindex(store, embedder.as_ref(), batch, &mut Progress::default())?;
-    let secs = started.elapsed().as_secs_f64();
-    let n = summary.reembedded;
-    if n == 0 && summary.vanished == 0 {
-        println!("nothing to re-embed: every record already has a {} vector", embedder.model_id());
-    } else {
-        println!(
-            "re-embedded {n} record{} with {} in {secs:.1} s ({:.0} records/s)",
-            plural(n),
-            embedder.model_id(),
-            n as f64 / secs.max(1e-3)
-        );
-    }
-    if summary.vanished > 0 {
-        println!("{} record(s) were deleted while reindexing", summary.vanished);
-    }
-    let stamps: Vec<String> = summary.models.iter().map(|(m, c)| format!("{m}: {c}")).collect();
-    println!("vectors in the store by embedder: {}", stamps.join(", "));
-    Ok(())
 }
 
 #[cfg(test)]

@@ -413,12 +413,13 @@ async fn shutdown_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
-/// `spine reindex`.
+/// `spine reindex`: the store, the configured embedder, then the re-embedding.
 async fn reindex(common: Common, batch: usize) -> Result<()> {
     let store = operator_store(&common, false)?;
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
     blocking("reindex", move || {
-        embedder::reindex_command(store.as_ref(), &model_dir, &common.embedder, batch)
+        let embedder = embedder::build(&common.embedder, &model_dir)?;
+        ops::reindex::run(store.as_ref(), embedder.as_ref(), batch)
     })
     .await
 }

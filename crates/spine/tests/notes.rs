@@ -1,5 +1,6 @@
 //! `spine import-notes` end to end: CLAUDE.md, AGENTS.md and a Claude Code memory file of a
-//! temporary repository and home, through the real binary and the built-in model.
+//! temporary repository and home, through the real binary and the built-in model: flags,
+//! output and exit codes (the rules are tested in-process in spine-ops' `notes` tests).
 
 use std::path::{Path, PathBuf};
 
@@ -98,6 +99,16 @@ async fn notes_import_once_with_honest_sources_and_their_file_as_tag() {
         .map(|f| f["imported"].as_u64().unwrap())
         .sum();
     assert_eq!(imported, 0, "a second run imports nothing twice: {}", again.stdout);
+    let human = import(&home, &data, &scope[..4]);
+    assert!(human.ok, "{}", human.stderr);
+    assert!(
+        human.stdout.contains(
+            "CLAUDE.md: imported 0 records (2 found, 2 already present) as user-said convention \
+             into acme:project:spine"
+        ),
+        "{}",
+        human.stdout
+    );
 
     let client = stdio_client(&data).await;
     let listed = ok(call(

@@ -1,6 +1,8 @@
 //! Changing the embedder end to end: records written with the built-in model, a server
 //! configured with an OpenAI-compatible embedder refused, `spine reindex` (interrupted,
-//! resumed, run beside a live server), then search with the new embedder.
+//! resumed, run beside a live server), then search with the new embedder. The reindex rules
+//! themselves (paging, resume, the final pass, vanished records) are tested in-process in
+//! spine-ops' `reindex` tests.
 //!
 //! The OpenAI-compatible server is a local fake (a hosted API cannot run here) that speaks
 //! the real wire protocol over a real socket and returns hashed bag-of-words vectors.
@@ -19,8 +21,6 @@ use axum::response::{IntoResponse, Response};
 use rmcp::ServiceExt;
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
-use spine_core::RecordId;
-use spine_store::Embedding;
 use tempfile::TempDir;
 
 const BUILTIN: &str = "builtin:all-MiniLM-L6-v2";
@@ -266,43 +266,4 @@ async fn the_api_key_is_never_printed() {
     assert!(!r.ok);
     assert!(!r.stderr.contains("sk-very-secret") && !r.stdout.contains("sk-very-secret"));
     assert!(r.stderr.contains("SPINE_EMBED_API_KEY"), "{}", r.stderr);
-}
-
-/// The store half of reindex, on a store written by the binary.
-#[tokio::test]
-async fn store_pages_records_needing_embedding_by_id() {
-    let dir = TempDir::new().unwrap();
-    let client = mcp_client(dir.path(), &[]).await;
-    for note in NOTES {
-        store(&client, note).await;
-    }
-    client.cancel().await.unwrap();
-
-    let s = open_store(dir.path());
-    assert!(s.needing_embedding(BUILTIN, None, 10).unwrap().is_empty());
-    let all = s.needing_embedding(OPENAI, None, 10).unwrap();
-    assert_eq!(all.len(), 5);
-    let mut sorted = all.clone();
-    sorted.sort_by_key(|(id, _)| id.to_string());
-    assert_eq!(all, sorted, "ordered by id");
-    let mut contents: Vec<&str> = all.iter().map(|(_, c)| c.as_str()).collect();
-    contents.sort();
-    let mut notes = NOTES.to_vec();
-    notes.sort();
-    assert_eq!(contents, notes);
-
-    let first = s.needing_embedding(OPENAI, None, 2).unwrap();
-    let next = s.needing_embedding(OPENAI, Some(first[1].0), 2).unwrap();
-    assert_eq!([first.clone(), next].concat(), all[..4].to_vec());
-
-    let v = vec![1.0f32; DIMS];
-    assert!(s.set_vector(&first[0].0, Embedding { model: OPENAI, vector: &v }).unwrap());
-    assert!(!s.set_vector(&RecordId::mint(), Embedding { model: OPENAI, vector: &v }).unwrap());
-    assert_eq!(s.embedder_models().unwrap(), [(BUILTIN.to_owned(), 4), (OPENAI.to_owned(), 1)]);
-    assert_eq!(s.vector(&first[0].0, OPENAI).unwrap(), Some(v));
-    assert_eq!(s.vector(&first[0].0, BUILTIN).unwrap(), None);
-    let left = s.needing_embedding(OPENAI, None, 10).unwrap();
-    assert_eq!(left.len(), 4);
-    assert!(left.iter().all(|(id, _)| *id != first[0].0));
-    assert_eq!(s.needing_embedding(BUILTIN, None, 10).unwrap().len(), 1);
 }

@@ -9,6 +9,7 @@ pub mod export;
 pub mod import;
 pub mod migrate;
 pub mod prune;
+pub mod reindex;
 pub mod review;
 pub mod stop;
 pub mod summarize;
