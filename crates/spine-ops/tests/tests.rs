@@ -6,6 +6,7 @@
 
 mod notes;
 mod reindex;
+mod review;
 mod summarize;
 mod transfer;
 
