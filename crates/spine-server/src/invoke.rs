@@ -1,39 +1,41 @@
 //! One call path for every transport: the MCP tools (`tools.rs`) and the Connect methods
-//! (`connect/`) both run a service operation through [`invoke`], so argument parsing, the
-//! blocking thread, result encoding, the metrics and the logging of internal errors are
-//! written once.
+//! (`connect/`) both run a service operation through [`invoke`], so the blocking thread, the
+//! metrics and the logging of internal errors are written once.
+//!
+//! Key design decision: the transport brings its own two ends. `make` builds the
+//! operation's request from the transport's message (MCP: `parse_args` over the JSON
+//! arguments; Connect: `TryFrom` the proto message) and `encode` renders the result in the
+//! transport's form (MCP: JSON; Connect: `From` the view into the proto response), so
+//! neither transport passes through the other's encoding.
 
 use std::time::Instant;
 
-use schemars::JsonSchema;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
 use spine_core::{Error, ErrorCode};
-use spine_service::args::parse_args;
 use spine_service::{Caller, Service};
 
-/// Runs `op` for `caller` with `args` parsed as its argument struct `A`, on a blocking
-/// thread (SQLite and model inference never block the async runtime); encodes its result as
-/// JSON and hands it to `finish` (the transport's own response form). The call is counted
-/// under `lane` and `method` with its outcome and duration; an internal error is logged.
+/// Runs `op` for `caller` with the request `make` builds, on a blocking thread (SQLite and
+/// model inference never block the async runtime, and argument parsing runs there too);
+/// renders its result with `encode`. The call is counted under `lane` and `method` with its
+/// outcome and duration; an internal error is logged.
 pub(crate) async fn invoke<A, R, T>(
     lane: &'static str,
     method: &'static str,
     service: &Service,
     caller: Result<Caller, Error>,
-    args: Map<String, Value>,
+    make: impl FnOnce() -> Result<A, Error> + Send + 'static,
     op: impl FnOnce(&Service, &Caller, A) -> Result<R, Error> + Send + 'static,
-    finish: impl FnOnce(Value) -> Result<T, Error>,
+    encode: impl FnOnce(R) -> Result<T, Error>,
 ) -> Result<T, Error>
 where
-    A: DeserializeOwned + JsonSchema + Send + 'static,
-    R: Serialize + Send + 'static,
+    R: Send + 'static,
 {
     let started = Instant::now();
     let result = match caller {
         Err(e) => Err(e),
-        Ok(caller) => run(service.clone(), caller, args, op).await.and_then(finish),
+        Ok(caller) => run(service.clone(), caller, make, op).await.and_then(|r| {
+            let _span = tracing::trace_span!("tool.encode").entered();
+            encode(r)
+        }),
     };
     let outcome = match &result {
         Ok(_) => "ok",
@@ -51,27 +53,22 @@ where
 async fn run<A, R>(
     service: Service,
     caller: Caller,
-    args: Map<String, Value>,
+    make: impl FnOnce() -> Result<A, Error> + Send + 'static,
     op: impl FnOnce(&Service, &Caller, A) -> Result<R, Error> + Send + 'static,
-) -> Result<Value, Error>
+) -> Result<R, Error>
 where
-    A: DeserializeOwned + JsonSchema + Send + 'static,
-    R: Serialize + Send + 'static,
+    R: Send + 'static,
 {
     let outcome = tokio::task::spawn_blocking(move || {
         let span = tracing::trace_span!("tool.parse_args").entered();
-        let a = parse_args::<A>(args)?;
+        let a = make()?;
         drop(span);
         let _span = tracing::trace_span!("tool.service").entered();
         op(&service, &caller, a)
     })
     .await;
-    let result = outcome.unwrap_or_else(|join| {
+    outcome.unwrap_or_else(|join| {
         tracing::error!(error = %join, "call task failed");
         Err(Error::internal("the operation failed unexpectedly"))
-    });
-    result.and_then(|r| {
-        let _span = tracing::trace_span!("tool.encode").entered();
-        serde_json::to_value(r).map_err(|e| Error::internal(format!("cannot encode result: {e}")))
     })
 }

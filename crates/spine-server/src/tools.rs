@@ -22,7 +22,7 @@ use spine_service::args::{
     BatchIdsArgs, DeleteAllArgs, IdArgs, ListMemoryArgs, ListRulesArgs, ListScheduledArgs,
     ListTagsArgs, RelatedMemoriesArgs, ScheduleMemoryArgs, SearchDiscoveryArgs, SearchMemoryArgs,
     SetVisibilityArgs, StoreDiscoveryArgs, StoreMemoryArgs, StoreRuleArgs, SupersedeMemoryArgs,
-    UpdateMemoryArgs,
+    UpdateMemoryArgs, parse_args,
 };
 use spine_service::views::{
     BatchResult, DiscoveryResult, ListResult, MemoryView, RelatedResult, RulesResult, SearchResult,
@@ -125,7 +125,12 @@ impl SpineMcp {
         R: Serialize + Send + 'static,
     {
         let caller = self.caller(ext).await;
-        match crate::invoke::invoke("mcp", tool, &self.service, caller, args, op, Ok).await {
+        let make = move || parse_args::<A>(args);
+        let encode = |r: R| {
+            serde_json::to_value(r)
+                .map_err(|e| Error::internal(format!("cannot encode result: {e}")))
+        };
+        match crate::invoke::invoke("mcp", tool, &self.service, caller, make, op, encode).await {
             Ok(value) => CallToolResult::structured(value),
             Err(e) => error_result(&e),
         }

@@ -7,6 +7,14 @@ use spine_core::{
     State, SummarySource, Timestamp, Visibility,
 };
 
+mod related;
+mod write;
+
+pub use related::{Direction, Edge, EdgeType, RelatedItem, RelatedResult, SharedCitation};
+pub use write::{
+    BatchOutcome, BatchResult, ResolvedTarget, Similar, Status, Stored, SupersedeResult,
+};
+
 /// Characters of content a compact view carries when a record has no summary.
 pub const COMPACT_CONTENT_CHARS: usize = 280;
 
@@ -193,109 +201,6 @@ fn truncate_chars(s: &str, max: usize) -> (String, bool) {
     }
 }
 
-/// Result of the tools that create a record.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct Stored {
-    /// UUID of the new record.
-    pub id: RecordId,
-    /// Its short handle.
-    pub short_id: ShortId,
-    /// store_memory / schedule_memory: live records of the same scope you can read that say
-    /// nearly the same (at most 3, most similar first). The record was stored anyway.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub similar: Option<Vec<Similar>>,
-    /// With `similar`: what to consider doing about them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
-
-impl Stored {
-    /// The result for a new record `id` / `short_id`, without near-duplicates.
-    pub fn new(id: RecordId, short_id: ShortId) -> Self {
-        Stored { id, short_id, similar: None, note: None }
-    }
-}
-
-/// A live record nearly the same as the one just written.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct Similar {
-    /// Its UUID.
-    pub id: RecordId,
-    /// Its short handle.
-    pub short_id: ShortId,
-    /// Dense cosine similarity to the new record's content.
-    pub score: f32,
-    /// Its summary, else the start of its content.
-    pub summary: String,
-}
-
-/// Result of supersede_memory: `{id, short_id}` of the correcting record, or with
-/// `validate_only` the preflight verdict `{validated, supersedes, targets}`.
-#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
-pub struct SupersedeResult {
-    /// UUID of the correcting record (absent with validate_only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub id: Option<RecordId>,
-    /// Its short handle (absent with validate_only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub short_id: Option<ShortId>,
-    /// validate_only: true when a real call would succeed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub validated: Option<bool>,
-    /// validate_only: the `supersedes` list the correcting record would carry (UUIDs).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub supersedes: Option<Vec<RecordId>>,
-    /// validate_only: each distinct target as resolved.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub targets: Option<Vec<ResolvedTarget>>,
-    /// Live records of the scope, other than the targets, that say nearly the same as the
-    /// correcting record (at most 3).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub similar: Option<Vec<Similar>>,
-    /// With `similar`: what to consider doing about them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-}
-
-/// A supersession target as resolved from the caller's input.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct ResolvedTarget {
-    /// The entry as the caller wrote it (the first spelling when several name one record).
-    pub input: String,
-    /// The record's UUID.
-    pub id: RecordId,
-    /// The record's short handle.
-    pub short_id: ShortId,
-}
-
-/// Outcome of one entry of archive_memory / restore_memory.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct BatchOutcome {
-    /// The entry as the caller wrote it.
-    pub input: String,
-    /// The resolved record UUID; "" when not_found.
-    pub id: String,
-    /// `archived` / `already_archived` / `restored` / `not_archived` / `not_found`.
-    pub outcome: String,
-}
-
-/// Result of archive_memory / restore_memory: one outcome per input entry, in order.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct BatchResult {
-    /// Outcomes in input order (a duplicate entry gets its own row).
-    pub results: Vec<BatchOutcome>,
-}
-
-/// Result of the tools that change or delete records.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct Status {
-    /// `updated`, `deleted`, `scope cleared` or `visibility updated`.
-    pub status: String,
-    /// delete_all: how many of your records were deleted.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub deleted: Option<u64>,
-}
-
 /// SPEC search rule 4: what the recall gate hid, once in total and once per state.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct GateHidden {
@@ -399,157 +304,6 @@ pub struct TagsResult {
     pub more: bool,
 }
 
-/// Result of related_memories: the anchor and the records connected to it.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct RelatedResult {
-    /// The anchor record, in any state (`states` says which).
-    pub anchor: MemoryView,
-    /// Each connected record once, with one edge per type connecting it: supersession
-    /// records first (nearest first), then the rest strongest edge first.
-    pub related: Vec<RelatedItem>,
-    /// true when a supersession, citation or tag cap left connected records out. The vector
-    /// neighbours are always capped at `k` and never set it.
-    pub truncated: bool,
-    /// true when `max_chars` left records out.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub truncated_by_budget: Option<bool>,
-}
-
-/// A record related to the anchor, and how.
-#[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct RelatedItem {
-    /// The related record (compact unless `full`), with its `states`.
-    pub memory: MemoryView,
-    /// At most one edge per type, in the order supersession, citation, tag, vector.
-    pub edges: Vec<Edge>,
-}
-
-/// How a related record connects to the anchor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum EdgeType {
-    /// Same supersession chain (either way).
-    Supersession,
-    /// Cites at least one of the anchor's citations (same kind and ref).
-    Citation,
-    /// Carries at least one of the anchor's tags.
-    Tag,
-    /// Near the anchor in meaning (cosine of the vectors).
-    Vector,
-}
-
-/// Which way along a supersession chain a record lies from the anchor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Direction {
-    /// Replaced, directly or transitively, by the anchor.
-    Predecessor,
-    /// Replaces the anchor, directly or transitively.
-    Successor,
-}
-
-/// A citation two records share: the same `kind` and `ref` (locator, pin and excerpt may
-/// differ and are not repeated).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
-pub struct SharedCitation {
-    /// `file`, `commit`, `url` or `repo`.
-    pub kind: spine_core::CitationKind,
-    /// Path, repo URL, or doc URL.
-    #[serde(rename = "ref")]
-    pub reference: String,
-}
-
-/// One edge between the anchor and a related record.
-///
-/// Invariant (kept by the constructors): only the fields of the edge's `type` are present —
-/// `direction` and `depth` on supersession, `shared_citations` on citation, `shared_tags` and
-/// `tag_weight` on tag, `score` on vector.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-pub struct Edge {
-    /// `supersession`, `citation`, `tag` or `vector`.
-    #[serde(rename = "type")]
-    pub edge_type: EdgeType,
-    /// vector: cosine similarity of the two records' vectors (higher = closer).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub score: Option<f32>,
-    /// tag: the tags both records carry, sorted.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shared_tags: Option<Vec<String>>,
-    /// tag: shared tags / distinct tags of both records together (0..1; 1 = same tag set).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tag_weight: Option<f32>,
-    /// citation: the citations both records carry, in the anchor's order.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shared_citations: Option<Vec<SharedCitation>>,
-    /// supersession: `predecessor` (the anchor replaced it) or `successor` (it replaced the
-    /// anchor).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub direction: Option<Direction>,
-    /// supersession: links between it and the anchor (1 = direct).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub depth: Option<u32>,
-}
-
-impl Edge {
-    fn of(edge_type: EdgeType) -> Self {
-        Edge {
-            edge_type,
-            score: None,
-            shared_tags: None,
-            tag_weight: None,
-            shared_citations: None,
-            direction: None,
-            depth: None,
-        }
-    }
-
-    /// A supersession edge `depth` links away in `direction`.
-    pub fn supersession(direction: Direction, depth: u32) -> Self {
-        Edge { direction: Some(direction), depth: Some(depth), ..Edge::of(EdgeType::Supersession) }
-    }
-
-    /// A citation edge over the `shared` citations.
-    pub fn citation(shared: Vec<SharedCitation>) -> Self {
-        Edge { shared_citations: Some(shared), ..Edge::of(EdgeType::Citation) }
-    }
-
-    /// A tag edge over the `shared` tags (sorted) with their `weight`.
-    pub fn tag(shared: Vec<String>, weight: f32) -> Self {
-        Edge { shared_tags: Some(shared), tag_weight: Some(weight), ..Edge::of(EdgeType::Tag) }
-    }
-
-    /// A vector edge with cosine `score`.
-    pub fn vector(score: f32) -> Self {
-        Edge { score: Some(score), ..Edge::of(EdgeType::Vector) }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn truncation_is_on_char_boundaries() {
-        let (t, cut) = truncate_chars(&"é".repeat(300), 280);
-        assert!(cut);
-        assert_eq!(t.chars().count(), 281);
-        assert_eq!(truncate_chars("short", 280), ("short".into(), false));
-        assert!(!truncate_chars(&"x".repeat(280), 280).1);
-    }
-
-    #[test]
-    fn gate_hidden_counts_once_in_total_and_once_per_state() {
-        let mut g = GateHidden::default();
-        g.count(&[State::Archived, State::Superseded, State::Expired]);
-        g.count(&[]);
-        g.count(&[State::Scheduled]);
-        assert_eq!(
-            g,
-            GateHidden { total: 2, archived: 1, superseded: 1, expired: 1, scheduled: 1 }
-        );
-    }
-}
-
 /// Result of search_discovery.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct DiscoveryResult {
@@ -626,3 +380,6 @@ pub struct RulesResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub truncated_by_budget: Option<bool>,
 }
+
+#[cfg(test)]
+mod tests;

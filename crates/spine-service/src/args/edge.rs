@@ -99,11 +99,30 @@ pub fn required<'de, D: Deserializer<'de>, T: FromArg>(d: D) -> Result<T, D::Err
 /// An optional string argument parsed into `T`; `null` and `""` are absent (clients fill
 /// optional fields with empty strings).
 pub fn optional<'de, D: Deserializer<'de>, T: FromArg>(d: D) -> Result<Option<T>, D::Error> {
-    match Option::<String>::deserialize(d)? {
-        None => Ok(None),
-        Some(s) if s.is_empty() => Ok(None),
-        Some(s) => T::from_arg(FIELD, &s).map(Some).map_err(fail),
+    let s = Option::<String>::deserialize(d)?;
+    parse_optional(FIELD, s.as_deref()).map_err(fail)
+}
+
+/// An optional argument `field` parsed into `T` outside serde (the Connect API): absent
+/// and `""` are `None`, as [`optional`] has it.
+pub fn parse_optional<T: FromArg>(field: &str, input: Option<&str>) -> Result<Option<T>, Error> {
+    match input {
+        None | Some("") => Ok(None),
+        Some(s) => T::from_arg(field, s).map(Some),
     }
+}
+
+/// Refuses a string argument `field` holding U+0000: PostgreSQL text cannot store it, and
+/// no memory needs it, so it is refused on every backend alike, on every transport.
+pub fn nul_free(field: &str, input: &str) -> Result<(), Error> {
+    if input.contains('\0') {
+        return Err(Error::invalid(
+            field,
+            Hint::NulCharacter,
+            format!("{field} contains a NUL character (U+0000); remove it"),
+        ));
+    }
+    Ok(())
 }
 
 /// Forgets an envelope left by an earlier call.
