@@ -11,7 +11,7 @@
 use spine_core::{Caller, Error, Scope};
 
 use crate::Service;
-use crate::args::{ListMemoryArgs, ListRulesArgs, SearchMemoryArgs};
+use crate::request::{ListRequest, RulesRequest, SearchRequest};
 use crate::views::{MemoryView, RuleEntry};
 
 /// The most a digest may take: Claude Code's limit for context a hook injects.
@@ -26,7 +26,7 @@ pub const DEFAULT_MIN_SCORE: f32 = 0.40;
 /// Memories shown for a prompt at most.
 pub const PROMPT_MEMORIES: usize = 5;
 /// Recent memories read per scope for a digest (the budget usually ends it earlier).
-const RECENT_PER_SCOPE: u64 = 200;
+const RECENT_PER_SCOPE: usize = 200;
 /// Characters of one record's text shown on its line.
 const LINE_TEXT: usize = 300;
 
@@ -195,21 +195,12 @@ impl Service {
     ) -> Result<Digest, Error> {
         let rules = match scopes.rules.is_empty() {
             true => vec![],
-            false => {
-                let names = scopes.rules.iter().map(|s| s.as_str().to_owned()).collect();
-                let args =
-                    ListRulesArgs { scopes: Some(names), tags: None, full: false, max_chars: None };
-                self.list_rules(caller, args)?.rules
-            }
+            false => self.rules(caller, RulesRequest::of(scopes.rules.clone()))?.rules,
         };
         let mut memories: Vec<MemoryView> = Vec::new();
         for scope in &scopes.memory {
-            let args = ListMemoryArgs {
-                limit: Some(RECENT_PER_SCOPE),
-                scope: Some(scope.as_str().to_owned()),
-                ..ListMemoryArgs::default()
-            };
-            memories.extend(self.list_memory(caller, args)?.memories);
+            let request = ListRequest::newest(scope.clone(), RECENT_PER_SCOPE);
+            memories.extend(self.list(caller, request)?.memories);
         }
         memories.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
         if rules.is_empty() && memories.is_empty() {
@@ -292,13 +283,8 @@ impl Service {
         }
         let mut hits: Vec<MemoryView> = Vec::new();
         for scope in &scopes.memory {
-            let args = SearchMemoryArgs {
-                query: query.clone(),
-                k: Some(PROMPT_MEMORIES as u64),
-                scope: Some(scope.as_str().to_owned()),
-                ..SearchMemoryArgs::default()
-            };
-            let found = self.search_memory(caller, args)?.memories;
+            let request = SearchRequest::in_scope(query.clone(), scope.clone(), PROMPT_MEMORIES);
+            let found = self.search(caller, request)?.memories;
             hits.extend(found.into_iter().filter(|m| m.score.is_some_and(|s| s >= min_score)));
         }
         if hits.is_empty() {

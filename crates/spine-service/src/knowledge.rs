@@ -23,6 +23,7 @@ use crate::args::IdInput;
 use crate::args::{ListRulesArgs, SearchDiscoveryArgs, StoreDiscoveryArgs, StoreRuleArgs};
 use crate::memory::{check_rule_summary, content_limit, dedup_tags};
 use crate::recall::{check_query, scope_filter_with};
+use crate::request::RulesRequest;
 use crate::views::{
     Coverage, DiscoveryResult, MemoryView, RuleEntry, RuleView, RulesResult, Stored,
 };
@@ -31,7 +32,7 @@ use crate::{Service, store_error};
 /// Parses a scope that must hold records of kind `want`. Another kind's reserved run
 /// (`discovery:` / `rule:`) is `reserved_scope`; an ordinary memory scope is `malformed_scope`
 /// (it lacks the required prefix).
-fn parse_scope_of(field: &str, input: &str, want: ScopeKind) -> Result<Scope, Error> {
+pub(crate) fn parse_scope_of(field: &str, input: &str, want: ScopeKind) -> Result<Scope, Error> {
     scope_of(field, Scope::parse(field, input)?, want)
 }
 
@@ -288,15 +289,12 @@ impl Service {
     /// list_rules: recall-visible rules oldest first, compact unless `full`, with the volume
     /// advisory (SPEC list_rules).
     pub fn list_rules(&self, caller: &Caller, a: ListRulesArgs) -> Result<RulesResult, Error> {
-        let budget = crate::budget::resolve(a.max_chars)?;
-        let mut scopes: Vec<Scope> = Vec::new();
-        for (i, s) in a.scopes.unwrap_or_default().iter().enumerate() {
-            let scope = parse_scope_of(&format!("scopes[{i}]"), s, ScopeKind::Rule)?;
-            if !scopes.contains(&scope) {
-                scopes.push(scope);
-            }
-        }
-        let tags = dedup_tags(a.tags.unwrap_or_default());
+        self.rules(caller, a.try_into()?)
+    }
+
+    /// list_rules' operation on a checked request.
+    pub fn rules(&self, caller: &Caller, r: RulesRequest) -> Result<RulesResult, Error> {
+        let RulesRequest { scopes, tags, full, budget } = r;
         self.limits().check_tags("tags", &tags)?;
 
         let access = Access::read(caller);
@@ -361,7 +359,7 @@ impl Service {
         let mut rules: Vec<RuleEntry> = rules
             .into_iter()
             .map(|m| {
-                if a.full {
+                if full {
                     RuleEntry::Full(Box::new(MemoryView::new(m, vec![], true)))
                 } else {
                     RuleEntry::Compact(RuleView::new(m))

@@ -23,6 +23,7 @@ pub mod rank;
 mod recall;
 mod related;
 pub mod repo;
+pub mod request;
 pub mod rerank;
 pub mod similar;
 pub mod views;

@@ -4,7 +4,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use spine_core::limits::{
-    DEFAULT_K, DEFAULT_LIST_LIMIT, DEFAULT_TAGS_LIMIT, MAX_QUERY_BYTES, resolve_page,
+    DEFAULT_LIST_LIMIT, MAX_QUERY_BYTES, resolve_page,
 };
 use spine_core::{
     Caller, Category, Error, Hint, ListState, RecordId, ScheduledState, Scope, State, Timestamp,
@@ -12,6 +12,7 @@ use spine_core::{
 use spine_store::{Access, Cursor, Filter, Gate, NearestQuery, ScopeFilter};
 
 use crate::args::{ListMemoryArgs, ListScheduledArgs, ListTagsArgs, SearchMemoryArgs};
+use crate::request::{ListRequest, PageStart, SearchRequest, TagsRequest};
 use crate::views::{
     Coverage, GateHidden, ListResult, MemoryView, SearchResult, TagCountView, TagsResult,
 };
@@ -26,7 +27,7 @@ pub(crate) struct Retrieved {
 }
 
 /// `scope` is required unless `cross_spine` is true, in which case it is ignored.
-fn scope_filter(scope: Option<&str>, cross_spine: bool) -> Result<ScopeFilter, Error> {
+pub(crate) fn scope_filter(scope: Option<&str>, cross_spine: bool) -> Result<ScopeFilter, Error> {
     scope_filter_with(scope, cross_spine, |s| Scope::parse("scope", s))
 }
 
@@ -64,7 +65,7 @@ pub(crate) fn check_query(query: &str) -> Result<(), Error> {
     Ok(())
 }
 
-fn check_filter_tags(tags: &[String]) -> Result<(), Error> {
+pub(crate) fn check_filter_tags(tags: &[String]) -> Result<(), Error> {
     for (i, t) in tags.iter().enumerate() {
         if t.trim().is_empty() {
             return Err(Error::invalid(
@@ -141,6 +142,15 @@ impl Service {
         }
     }
 
+    /// [`Service::coverage`] when `filter` spans every scope (a cross-spine call); none on a
+    /// scope-confined one.
+    pub(crate) fn coverage_of(&self, access: &Access, filter: &Filter) -> Coverage {
+        match filter.scope {
+            ScopeFilter::All => self.coverage(access, filter),
+            ScopeFilter::One(_) => Coverage::default(),
+        }
+    }
+
     /// The one retrieval path of search_memory, search_discovery and related_memories: the
     /// `q.active` nearest recall-visible records with their exact cosines, best first, read
     /// from one snapshot, and what the gate hid among the `q.any` nearest of any state
@@ -165,26 +175,19 @@ impl Service {
         caller: &Caller,
         a: SearchMemoryArgs,
     ) -> Result<SearchResult, Error> {
-        check_query(&a.query)?;
-        let scope = scope_filter(a.scope.as_deref(), a.cross_spine)?;
-        let k = resolve_page("k", a.k, DEFAULT_K)?;
-        let budget = budget::resolve(a.max_chars)?;
-        let mut filter = Filter::new(scope);
-        filter.tags_all = a.tags.unwrap_or_default();
-        check_filter_tags(&filter.tags_all)?;
-        // SPEC search_memory: categories omitted or empty is no filter, discoveries and
-        // rules included.
-        filter.categories_any = Filter::categories_named(&a.categories.unwrap_or_default());
-        filter.created_after = a.created_after;
-        filter.created_before = a.created_before;
+        self.search(caller, a.try_into()?)
+    }
 
+    /// search_memory's operation on a checked request.
+    pub fn search(&self, caller: &Caller, a: SearchRequest) -> Result<SearchResult, Error> {
+        let SearchRequest { query, filter, k, full, budget } = a;
         let span = tracing::trace_span!("search.embed_query").entered();
-        let query_vec = self.embed_query(&a.query)?;
+        let query_vec = self.embed_query(&query)?;
         drop(span);
         let access = Access::read(caller);
         let now = self.clock.now();
         let rank::Ranking { ranked, hidden } = self.rank(&rank::RankQuery {
-            query: &a.query,
+            query: &query,
             vector: &query_vec,
             access: &access,
             filter: &filter,
@@ -192,12 +195,12 @@ impl Service {
             k,
         })?;
         // SPEC search rule 5: the reranker reorders the k hits of the default order.
-        let ranked = self.apply_reranker(&a.query, ranked, |(_, _, m)| &m.content);
+        let ranked = self.apply_reranker(&query, ranked, |(_, _, m)| &m.content);
         let span = tracing::trace_span!("search.views").entered();
         let mut memories: Vec<MemoryView> = ranked
             .into_iter()
             .map(|((_, dense, m), relevance)| {
-                let mut v = MemoryView::new(m, vec![], a.full);
+                let mut v = MemoryView::new(m, vec![], full);
                 v.score = (dense != 0.0).then_some(dense);
                 v.relevance = relevance;
                 v
@@ -206,8 +209,7 @@ impl Service {
         let truncated_by_budget = budget::cut(&mut memories, budget);
         drop(span);
         let _span = tracing::trace_span!("search.coverage").entered();
-        let coverage =
-            if a.cross_spine { self.coverage(&access, &filter) } else { Coverage::default() };
+        let coverage = self.coverage_of(&access, &filter);
         Ok(SearchResult {
             memories,
             coverage,
@@ -218,7 +220,12 @@ impl Service {
 
     /// list_memory: most recent first, without discoveries (SPEC Discovery records).
     pub fn list_memory(&self, caller: &Caller, a: ListMemoryArgs) -> Result<ListResult, Error> {
-        self.list_page(caller, a, ListState::Live, false)
+        self.list(caller, a.try_into()?)
+    }
+
+    /// list_memory's operation on a checked request.
+    pub fn list(&self, caller: &Caller, r: ListRequest) -> Result<ListResult, Error> {
+        self.list_page(caller, r, ListState::Live, false)
     }
 
     /// The Connect API's `ListMemories` with `state` (what the console browses): list_memory's
@@ -231,38 +238,21 @@ impl Service {
         a: ListMemoryArgs,
         state: ListState,
     ) -> Result<ListResult, Error> {
-        self.list_page(caller, a, state, true)
+        self.list_page(caller, a.try_into()?, state, true)
     }
 
     fn list_page(
         &self,
         caller: &Caller,
-        a: ListMemoryArgs,
+        r: ListRequest,
         state: ListState,
         browse: bool,
     ) -> Result<ListResult, Error> {
-        let scope = scope_filter(a.scope.as_deref(), a.cross_spine)?;
-        let limit = resolve_page("limit", a.limit, DEFAULT_LIST_LIMIT)?;
-        let cursor = a.cursor.as_deref().filter(|c| !c.is_empty());
-        if cursor.is_some() && a.offset.unwrap_or(0) > 0 {
-            return Err(Error::invalid(
-                "cursor",
-                Hint::MutuallyExclusive,
-                "give either cursor or offset, not both",
-            ));
-        }
-        let cursor = cursor.map(decode_cursor).transpose()?;
-        let offset = usize::try_from(a.offset.unwrap_or(0)).unwrap_or(usize::MAX);
-        let budget = budget::resolve(a.max_chars)?;
-        let mut filter = Filter::new(scope);
-        filter.tags_all = a.tags.unwrap_or_default();
-        check_filter_tags(&filter.tags_all)?;
-        filter.categories_any = Filter::categories_named(&a.categories.unwrap_or_default());
+        let ListRequest { mut filter, limit, start, count_total, full, budget } = r;
+        let PageStart { cursor, offset } = start;
         if !browse {
             filter.categories_none = vec![Category::Discovery];
         }
-        filter.created_after = a.created_after;
-        filter.created_before = a.created_before;
 
         let now = self.clock.now();
         let (access, gate) = match state {
@@ -282,7 +272,7 @@ impl Service {
             .iter()
             .map(|m| {
                 let states = if browse { spine_core::derive_states(m, now) } else { vec![] };
-                MemoryView::new(m.clone(), states, a.full)
+                MemoryView::new(m.clone(), states, full)
             })
             .collect();
         let truncated_by_budget = budget::cut(&mut memories, budget);
@@ -306,12 +296,10 @@ impl Service {
         } else {
             None
         };
-        let coverage =
-            if a.cross_spine { self.coverage(&access, &filter) } else { Coverage::default() };
+        let coverage = self.coverage_of(&access, &filter);
         // SPEC list_memory: on a cross-spine list an explicit limit makes the total an exact
         // count across all readable scopes.
-        let explicit_limit = a.limit.is_some_and(|l| l > 0);
-        let total = if a.cross_spine && explicit_limit {
+        let total = if count_total {
             Some(self.store.count(&access, &filter, gate).map_err(store_error)?)
         } else {
             None
@@ -376,13 +364,12 @@ impl Service {
 
     /// list_tags: tag counts over recall-visible readable records.
     pub fn list_tags(&self, caller: &Caller, a: ListTagsArgs) -> Result<TagsResult, Error> {
-        let scope = a
-            .scope
-            .as_deref()
-            .filter(|s| !s.is_empty())
-            .map(|s| Scope::parse("scope", s))
-            .transpose()?;
-        let limit = resolve_page("limit", a.limit, DEFAULT_TAGS_LIMIT)?;
+        self.tags(caller, a.try_into()?)
+    }
+
+    /// list_tags' operation on a checked request.
+    pub fn tags(&self, caller: &Caller, r: TagsRequest) -> Result<TagsResult, Error> {
+        let TagsRequest { scope, limit } = r;
         let now = self.clock.now();
         let mut tags = self
             .store

@@ -8,11 +8,11 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use spine_core::limits::{DEFAULT_K, resolve_page};
 use spine_core::{Caller, Error, IdRef, Memory, RecordId, Timestamp};
 use spine_store::{Access, Filter, Gate, NearestQuery, ScopeFilter};
 
 use crate::args::RelatedMemoriesArgs;
+use crate::request::RelatedRequest;
 use crate::views::{
     Direction, Edge, EdgeType, MemoryView, RelatedItem, RelatedResult, SharedCitation,
 };
@@ -124,13 +124,17 @@ impl Service {
         caller: &Caller,
         a: RelatedMemoriesArgs,
     ) -> Result<RelatedResult, Error> {
-        let k = resolve_page("k", a.k, DEFAULT_K)?;
-        let budget = crate::budget::resolve(a.max_chars)?;
+        self.related(caller, a.try_into()?)
+    }
+
+    /// related_memories' operation on a checked request.
+    pub fn related(&self, caller: &Caller, r: RelatedRequest) -> Result<RelatedResult, Error> {
+        let RelatedRequest { id, k, full, budget } = r;
         let access = Access::read(caller);
-        let anchor = self.find(&access, &a.id)?;
+        let anchor = self.find(&access, &id)?;
         let now = self.clock.now();
 
-        let mut out = Neighbours::new(anchor.id, now, a.full);
+        let mut out = Neighbours::new(anchor.id, now, full);
         let mut truncated = self.supersession_edges(&access, &anchor, &mut out)?;
         truncated |= self.citation_edges(&access, &anchor, now, &mut out)?;
         truncated |= self.tag_edges(&access, &anchor, now, &mut out)?;
@@ -138,7 +142,7 @@ impl Service {
         self.vector_edges(&access, &anchor, k, now, &mut out)?;
 
         let states = spine_core::derive_states(&anchor, now);
-        let anchor = MemoryView::new(anchor, states, a.full);
+        let anchor = MemoryView::new(anchor, states, full);
         // The anchor is always returned; the budget counts it first.
         let budget = budget.map(|b| b.saturating_sub(crate::budget::chars(&anchor)));
         let mut related = out.into_sorted();
