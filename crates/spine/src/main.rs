@@ -46,10 +46,7 @@ fn operator_store(common: &Common, existing: bool) -> Result<Box<dyn spine_ops::
     if let Some(url) = common.database_url.as_deref().filter(|u| !u.is_empty()) {
         return Ok(Box::new(PgStore::connect(url).context("opening the PostgreSQL store")?));
     }
-    let data_dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
-    if existing && !data_dir.join("spine.db").is_file() {
-        bail!("no Spine store in {} (no spine.db there): check --data-dir", data_dir.display());
-    }
+    let data_dir = data_dir(common, existing)?;
     Ok(Box::new(
         SqliteStore::open(&data_dir)
             .with_context(|| format!("opening the store in {}", data_dir.display()))?,
@@ -67,6 +64,26 @@ struct ServiceStore {
     counts: metrics::StateCounter,
 }
 
+impl ServiceStore {
+    /// Refuses a store holding vectors of another embedder than `embedder`, the one
+    /// `common` configures ([`embedder::check_identity`]).
+    fn check_embedder(&self, embedder: &dyn spine_embed::Embedder, common: &Common) -> Result<()> {
+        let models =
+            self.store.embedder_models().context("reading the embedder stamps of the store")?;
+        embedder::check_identity(&models, embedder, &common.embedder, &self.place, &self.flag)
+    }
+}
+
+/// The embedded store's directory `common` selects; `existing`: refuse one holding no
+/// store (a mistyped --data-dir would otherwise look like an empty store).
+fn data_dir(common: &Common, existing: bool) -> Result<PathBuf> {
+    let data_dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
+    if existing && !data_dir.join("spine.db").is_file() {
+        bail!("no Spine store in {} (no spine.db there): check --data-dir", data_dir.display());
+    }
+    Ok(data_dir)
+}
+
 /// Opens the store `common` selects; `existing`: refuse to create an embedded one.
 fn service_store(common: &Common, existing: bool) -> Result<ServiceStore> {
     if let Some(url) = common.database_url.as_deref().filter(|u| !u.is_empty()) {
@@ -81,10 +98,7 @@ fn service_store(common: &Common, existing: bool) -> Result<ServiceStore> {
             counts: Arc::new(move |now| counted.state_counts(None, now)),
         });
     }
-    let data_dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
-    if existing && !data_dir.join("spine.db").is_file() {
-        bail!("no Spine store in {} (no spine.db there): check --data-dir", data_dir.display());
-    }
+    let data_dir = data_dir(common, existing)?;
     let store = Arc::new(
         SqliteStore::open(&data_dir)
             .with_context(|| format!("opening the store in {}", data_dir.display()))?,
@@ -119,15 +133,7 @@ fn build_service_and_store(common: &Common) -> Result<(Service, metrics::StateCo
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
     let embedder = embedder::build(&common.embedder, &model_dir)?;
     let opened = service_store(common, false)?;
-    let models =
-        opened.store.embedder_models().context("reading the embedder stamps of the store")?;
-    embedder::check_identity(
-        &models,
-        embedder.as_ref(),
-        &common.embedder,
-        &opened.place,
-        &opened.flag,
-    )?;
+    opened.check_embedder(embedder.as_ref(), common)?;
     tracing::info!(model = %model_dir.display(), "model directory");
     let mut service = Service::new(opened.store, embedder, Arc::new(SystemClock), limits)
         .with_similar_threshold(common.limits.similar_threshold.0)
@@ -476,15 +482,7 @@ fn hook_service(common: &Common, needs_model: bool) -> Result<Service> {
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
     let embedder = embedder::build_with(&common.embedder, &model_dir, needs_model)?;
     if needs_model {
-        let models =
-            opened.store.embedder_models().context("reading the embedder stamps of the store")?;
-        embedder::check_identity(
-            &models,
-            embedder.as_ref(),
-            &common.embedder,
-            &opened.place,
-            &opened.flag,
-        )?;
+        opened.check_embedder(embedder.as_ref(), common)?;
     }
     let limits = common.limits.limits();
     Ok(Service::new(opened.store, embedder, Arc::new(SystemClock), limits))
