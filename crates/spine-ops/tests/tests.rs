@@ -4,6 +4,7 @@
 //!
 //! One test binary for the crate; the binary's own tests drive the same commands end to end.
 
+mod chat;
 mod notes;
 mod reindex;
 mod review;
