@@ -1,9 +1,19 @@
-//! How a record and a vector are written as bytes, the same on every engine: the payload is
-//! the record's JSON, a vector its f32 values little-endian.
+//! How a record, an id and a vector are written, the same on every engine: the payload is
+//! the record's JSON, an id its text, a vector its f32 values little-endian.
 
-use spine_core::Memory;
+use spine_core::{EpochSeconds, Memory, RecordId};
 
 use crate::{Result, StoreError};
+
+/// A stored id read back; one that does not parse is corrupt.
+pub(crate) fn parse_id(id: &str) -> Result<RecordId> {
+    RecordId::parse(id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))
+}
+
+/// A time in whole seconds as its column holds it.
+pub(crate) fn secs(v: Option<EpochSeconds>) -> Option<i64> {
+    v.map(EpochSeconds::as_secs)
+}
 
 /// A stored payload read back; a payload that does not decode is corrupt.
 pub(crate) fn decode(body: &str) -> Result<Memory> {

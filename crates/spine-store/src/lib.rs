@@ -15,6 +15,8 @@
 
 mod checks;
 mod codec;
+mod fields;
+mod nearest;
 mod operator;
 mod postgres;
 mod predicate;
@@ -314,6 +316,27 @@ impl SupersedeRejection {
     /// True when nothing stands in the way.
     pub fn is_empty(&self) -> bool {
         self.not_found.is_empty() && self.already_superseded.is_empty() && self.rules.is_empty()
+    }
+
+    /// What stands in the way of stamping each of `targets`, given `now(t)`: `t` as the
+    /// transaction reads it — `None` when not owned or gone, else its category and whether
+    /// it has a successor.
+    pub(crate) fn of(
+        targets: &[RecordId],
+        mut now: impl FnMut(&RecordId) -> Result<Option<(String, bool)>>,
+    ) -> Result<Self> {
+        let mut rejection = SupersedeRejection::default();
+        for t in targets {
+            match now(t)? {
+                None => rejection.not_found.push(*t),
+                Some((category, _)) if category == Category::Rule.as_str() => {
+                    rejection.rules.push(*t)
+                }
+                Some((_, true)) => rejection.already_superseded.push(*t),
+                Some(_) => {}
+            }
+        }
+        Ok(rejection)
     }
 }
 

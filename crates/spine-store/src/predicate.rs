@@ -6,8 +6,12 @@
 //!
 //! Adding a filterable field: a [`Cond`] variant, its line in [`conditions`], its SQL in
 //! [`Cond::sql`] and its comparison in the index's `compile`/`passes`.
+//!
+//! Each engine's `Where` is a [`Clause`] of its parameter type that spells the
+//! [`Dialect`]; reading through an access, a filter and a gate, excluding a record and
+//! paging by (created_at, id) are written once here.
 
-use spine_core::{Category, DiscoveryKind, Timestamp};
+use spine_core::{Category, DiscoveryKind, RecordId, Timestamp};
 
 use crate::{Access, Filter, Gate, ScopeFilter};
 
@@ -28,6 +32,106 @@ pub(crate) trait Dialect {
     fn has_tags(&mut self, tags: &[String]) -> String;
     /// The expression of a record's discovery kind.
     fn kind(&self) -> &'static str;
+}
+
+/// A WHERE clause under construction, conditions joined by AND, with its parameters in
+/// placeholder order. Each engine's `Where` is one, with its parameter type and its
+/// [`Dialect`].
+pub(crate) struct Clause<P> {
+    pub(crate) sql: String,
+    pub(crate) params: Vec<P>,
+}
+
+impl<P> Default for Clause<P> {
+    fn default() -> Self {
+        Clause { sql: String::from("1 = 1"), params: Vec::new() }
+    }
+}
+
+impl<P> Clause<P>
+where
+    Self: Dialect,
+{
+    /// Appends `AND (sql)`, whose values are bound already.
+    pub(crate) fn push(&mut self, sql: &str) {
+        self.sql.push_str(" AND (");
+        self.sql.push_str(sql);
+        self.sql.push(')');
+    }
+
+    /// The records `access` reads through `filter` and `gate`.
+    pub(crate) fn read(access: &Access, filter: &Filter, gate: Gate) -> Self {
+        let mut w = Self::default();
+        w.access(access);
+        w.filter(filter);
+        w.gate(gate);
+        w
+    }
+
+    /// The records `access` reads through `gate`, other than `exclude` (a related-records
+    /// query around one record).
+    pub(crate) fn others_than(access: &Access, gate: Gate, exclude: &RecordId) -> Self {
+        let mut w = Self::default();
+        w.access(access);
+        w.gate(gate);
+        let p = w.bind(Bound::Text(exclude.to_string()));
+        w.push(&format!("m.id <> {p}"));
+        w
+    }
+
+    /// SPEC Authentication 4: own + shared when authenticated, own (ownerless) when
+    /// anonymous; a NULL owner (legacy record, no owner key) never matches.
+    pub(crate) fn access(&mut self, a: &Access) {
+        self.conditions(readable(a));
+    }
+
+    /// The hard pre-filters.
+    pub(crate) fn filter(&mut self, f: &Filter) {
+        self.conditions(filtered(f));
+    }
+
+    /// The recall gate.
+    pub(crate) fn gate(&mut self, g: Gate) {
+        self.conditions(gate(g));
+    }
+
+    /// Keyset paging: only the rows strictly after `(created_at, id)` in `order`.
+    pub(crate) fn past(&mut self, order: Order, created_at: Timestamp, id: &RecordId) {
+        let op = match order {
+            Order::Recent => '<',
+            Order::Oldest => '>',
+        };
+        let t = created_at.as_micros();
+        let (a, b) = (self.bind(Bound::Int(t)), self.bind(Bound::Int(t)));
+        let id = self.bind(Bound::Text(id.to_string()));
+        self.push(&format!("m.created_at {op} {a} OR (m.created_at = {b} AND m.id {op} {id})"));
+    }
+
+    pub(crate) fn conditions(&mut self, conds: impl IntoIterator<Item = Cond>) {
+        for c in conds {
+            let sql = c.sql(self);
+            self.push(&sql);
+        }
+    }
+}
+
+/// An order of listing, by (created_at, id).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// Most recent first.
+    Recent,
+    /// Oldest first.
+    Oldest,
+}
+
+impl Order {
+    /// The ORDER BY terms over the row alias `m`.
+    pub(crate) fn sql(self) -> &'static str {
+        match self {
+            Order::Recent => "m.created_at DESC, m.id DESC",
+            Order::Oldest => "m.created_at ASC, m.id ASC",
+        }
+    }
 }
 
 /// One condition on a record; a predicate is their conjunction.
@@ -55,6 +159,8 @@ pub(crate) enum Cond {
     Kind(DiscoveryKind),
     /// The recall gate at `now` (whole seconds; SPEC "Record states").
     State(StateAt),
+    /// In any of these states (never empty): a purge's classes.
+    AnyState(Vec<StateAt>),
 }
 
 /// A state the recall gate selects at a time in whole seconds; mirrors
@@ -158,6 +264,10 @@ impl Cond {
                 format!("{} = {p}", d.kind())
             }
             Cond::State(state) => state.sql(d),
+            Cond::AnyState(states) => {
+                let any: Vec<String> = states.iter().map(|s| format!("({})", s.sql(d))).collect();
+                any.join(" OR ")
+            }
         }
     }
 }
@@ -201,14 +311,13 @@ mod tests {
     use super::*;
     use spine_core::Caller;
 
-    /// A dialect that spells placeholders `:n` and lists, to read the rendering.
-    #[derive(Default)]
-    struct Plain(Vec<Bound>);
+    /// A clause that spells placeholders `:n` and lists, to read the rendering.
+    type Plain = Clause<Bound>;
 
     impl Dialect for Plain {
         fn bind(&mut self, v: Bound) -> String {
-            self.0.push(v);
-            format!(":{}", self.0.len())
+            self.params.push(v);
+            format!(":{}", self.params.len())
         }
         fn category_in(&mut self, categories: &[Category]) -> String {
             let names: Vec<&str> = categories.iter().map(|c| c.as_str()).collect();
@@ -253,7 +362,30 @@ mod tests {
             .unwrap()
             .sql(&mut d);
         assert!(sql.starts_with("(m.not_after IS NOT NULL AND m.not_after <= :1) OR"), "{sql}");
-        assert_eq!(d.0, vec![Bound::Int(7), Bound::Int(7), Bound::Int(7)]);
+        assert_eq!(d.params, vec![Bound::Int(7), Bound::Int(7), Bound::Int(7)]);
         assert_eq!(gate(Gate::Off), None);
+    }
+
+    #[test]
+    fn a_page_starts_strictly_after_the_last_row_of_the_previous_one() {
+        let id = RecordId::mint();
+        let mut w = Plain::default();
+        w.past(Order::Recent, Timestamp::from_micros(5), &id);
+        assert_eq!(w.sql, "1 = 1 AND (m.created_at < :1 OR (m.created_at = :2 AND m.id < :3))");
+        assert_eq!(w.params, [Bound::Int(5), Bound::Int(5), Bound::Text(id.to_string())]);
+        let mut w = Plain::default();
+        w.past(Order::Oldest, Timestamp::from_micros(5), &id);
+        assert!(w.sql.contains("m.created_at > :1 OR (m.created_at = :2 AND m.id > :3)"));
+    }
+
+    #[test]
+    fn any_state_passes_a_record_in_one_of_them() {
+        let mut d = Plain::default();
+        let sql = Cond::AnyState(vec![StateAt::Archived, StateAt::Expired(7)]).sql(&mut d);
+        assert_eq!(
+            sql,
+            "(m.archived_at IS NOT NULL) OR (m.not_after IS NOT NULL AND m.not_after <= :1)"
+        );
+        assert_eq!(d.params, [Bound::Int(7)]);
     }
 }

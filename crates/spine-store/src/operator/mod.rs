@@ -13,18 +13,23 @@
 //! beside a server either applies a change to the record as it was listed or skips it and
 //! says why.
 //!
-//! The purge chain rule ([`purge_verdicts`]) is backend-neutral code every backend calls
-//! inside its delete transaction.
+//! What the operator commands decide is backend-neutral code every backend calls with what
+//! it read, inside its own transactions: the purge's rules ([`purge_verdicts`] and the rest
+//! of `purge.rs`), what a consolidation applies (`consolidation.rs`), a record's migration
+//! ([`MigratePage::consider`]).
 
+pub(crate) mod consolidation;
+pub(crate) mod purge;
 mod review;
 
 use spine_core::{EpochSeconds, Memory, RecordId, SCHEMA_VERSION, Scope, Timestamp};
 
-pub(crate) use review::dedup;
+pub use purge::purge_verdicts;
+pub(crate) use purge::{dedup, export_gate_verdict};
 pub use review::{
     Check, ConsolidationCandidate, ConsolidationGroup, ConsolidationLink, PurgeCandidate,
     PurgeClass, PurgeCriteria, PurgeOutcome, PurgeRefusal, StateCounts, VectorExpectation,
-    VectorStamp, VerifyPage, Violation, purge_verdicts, record_digest,
+    VectorStamp, VerifyPage, Violation, record_digest,
 };
 
 use crate::{Embedding, Result, Store};

@@ -1,8 +1,7 @@
 //! The types `spine-review` exchanges with a backend (state counts, invariant checks,
-//! consolidation, purge), the purge chain rule every backend applies inside its delete
-//! transaction, and the export gate's record digest.
+//! consolidation, purge), and the export gate's record digest.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -307,73 +306,6 @@ pub struct PurgeOutcome {
     pub skipped: Option<String>,
 }
 
-/// Removes from `deletable` every record that supersedes a record staying, until none
-/// does (keeping one can keep its successor); returns those held back with the records
-/// that stay. SPEC "Supersession rules": a purge never leaves a chain without a live head.
-fn hold_back_successors(
-    deletable: &mut HashSet<RecordId>,
-    predecessors: &HashMap<RecordId, Vec<RecordId>>,
-) -> HashMap<RecordId, Vec<RecordId>> {
-    let mut held = HashMap::new();
-    loop {
-        let blocked: Vec<(RecordId, Vec<RecordId>)> = deletable
-            .iter()
-            .filter_map(|id| {
-                let staying: Vec<RecordId> = predecessors
-                    .get(id)?
-                    .iter()
-                    .filter(|p| !deletable.contains(p))
-                    .copied()
-                    .collect();
-                (!staying.is_empty()).then_some((*id, staying))
-            })
-            .collect();
-        if blocked.is_empty() {
-            return held;
-        }
-        for (id, staying) in blocked {
-            deletable.remove(&id);
-            held.insert(id, staying);
-        }
-    }
-}
-
-pub(crate) fn dedup<T: PartialEq + Copy>(items: &[T]) -> Vec<T> {
-    let mut out: Vec<T> = Vec::new();
-    for i in items {
-        if !out.contains(i) {
-            out.push(*i);
-        }
-    }
-    out
-}
-
-/// Applies the gate verdicts (`passed[i]` for `candidates[i]`) and the chain rule.
-pub fn purge_verdicts(
-    candidates: &mut [PurgeCandidate],
-    passed: &[bool],
-    predecessors: &HashMap<RecordId, Vec<RecordId>>,
-) {
-    let mut deletable = HashSet::new();
-    for (c, ok) in candidates.iter_mut().zip(passed) {
-        c.refused = match (ok, &c.exported_to) {
-            (true, _) => {
-                deletable.insert(c.id);
-                None
-            }
-            (false, None) => Some(PurgeRefusal::NotExported),
-            (false, Some(_)) => Some(PurgeRefusal::ChangedSinceExport),
-        };
-    }
-    let held = hold_back_successors(&mut deletable, predecessors);
-    for c in candidates.iter_mut() {
-        if let Some(staying) = held.get(&c.id) {
-            c.refused =
-                Some(PurgeRefusal::SupersedesRecordsThatStay { predecessors: staying.clone() });
-        }
-    }
-}
-
 /// The gate's digest of `m`: SHA-256 (hex) of its JSON without the access statistics,
 /// keys sorted.
 pub fn record_digest(m: &Memory) -> Result<String> {
@@ -428,19 +360,5 @@ mod tests {
         for c in all {
             assert_eq!(serde_json::to_value(c).unwrap(), c.as_str());
         }
-    }
-
-    #[test]
-    fn a_successor_is_held_back_while_its_predecessors_stay() {
-        let (a, b, c) = (RecordId::mint(), RecordId::mint(), RecordId::mint());
-        // a -> b -> c (c is the head).
-        let preds = HashMap::from([(b, vec![a]), (c, vec![b])]);
-        let mut all = HashSet::from([a, b, c]);
-        assert!(hold_back_successors(&mut all, &preds).is_empty());
-        let mut without_a = HashSet::from([b, c]);
-        let held = hold_back_successors(&mut without_a, &preds);
-        assert!(without_a.is_empty(), "holding b back holds c back too");
-        assert_eq!(held[&b], vec![a]);
-        assert_eq!(held[&c], vec![b]);
     }
 }

@@ -21,8 +21,10 @@
 //!   backend's semantics; snapshot reads in one read-only REPEATABLE READ transaction,
 //!   writes lock their rows `FOR UPDATE` (in id order) and re-check them before changing.
 
+mod nearest;
 mod query;
 mod review;
+mod rows;
 mod schema;
 mod store;
 mod summaries;
@@ -36,7 +38,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
-use tokio_postgres::NoTls;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{NoTls, Row};
 
 use crate::{Result, StoreError};
 
@@ -195,6 +198,30 @@ impl PgStore {
                 ))),
             }
         })
+    }
+
+    /// One statement on a pooled connection, outside any transaction: its rows.
+    pub(crate) fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>> {
+        self.block(async { Ok(self.pool.get().await?.query(sql, params).await?) })
+    }
+
+    /// [`PgStore::query`] of a statement that returns one row.
+    pub(crate) fn query_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row> {
+        self.block(async { Ok(self.pool.get().await?.query_one(sql, params).await?) })
+    }
+
+    /// [`PgStore::query`] of a statement that returns at most one row.
+    pub(crate) fn query_opt(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>> {
+        self.block(async { Ok(self.pool.get().await?.query_opt(sql, params).await?) })
+    }
+
+    /// One statement that writes, outside any transaction: how many rows it changed.
+    pub(crate) fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        self.block(async { Ok(self.pool.get().await?.execute(sql, params).await?) })
     }
 
     /// [`PgStore::block`] without the time limit: migrations and index builds, which may

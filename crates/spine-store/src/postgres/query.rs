@@ -1,37 +1,29 @@
 //! PostgreSQL's WHERE clauses: the read predicate (`crate::predicate`) in PostgreSQL's
-//! dialect (numbered parameters, arrays), plus the clauses of single queries.
+//! dialect (numbered parameters, arrays), plus the clauses of single queries; and its rows
+//! read as [`Fields`].
 
-use tokio_postgres::types::ToSql;
+use pgvector::Vector;
+use tokio_postgres::Row;
+use tokio_postgres::types::{FromSql, ToSql, Type};
 
 use spine_core::Category;
 
-use crate::predicate::{self, Bound, Cond, Dialect};
-use crate::{Access, Filter, Gate};
+use crate::codec::vec_to_blob;
+use crate::fields::Fields;
+use crate::predicate::{Bound, Clause, Dialect};
+use crate::{Access, Result, StoreError};
 
 /// One bound parameter.
 pub(super) type Param = Box<dyn ToSql + Sync + Send>;
 
 /// A WHERE clause under construction with its parameters (`$1`, `$2`, … in push order).
-pub(super) struct Where {
-    pub(super) sql: String,
-    pub(super) params: Vec<Param>,
-}
+pub(super) type Where = Clause<Param>;
 
 impl Where {
-    pub(super) fn new() -> Self {
-        Where { sql: String::from("TRUE"), params: Vec::new() }
-    }
-
     /// Binds `v` and returns its placeholder.
     pub(super) fn bind(&mut self, v: impl ToSql + Sync + Send + 'static) -> String {
         self.params.push(Box::new(v));
         format!("${}", self.params.len())
-    }
-
-    pub(super) fn and(&mut self, clause: &str) {
-        self.sql.push_str(" AND (");
-        self.sql.push_str(clause);
-        self.sql.push(')');
     }
 
     /// The parameters as the client takes them.
@@ -39,40 +31,15 @@ impl Where {
         self.params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
     }
 
-    /// SPEC Authentication 4: own + shared when authenticated, own (ownerless) when
-    /// anonymous; a NULL owner (legacy record, no owner key) never matches.
-    pub(super) fn access(&mut self, a: &Access) {
-        self.conditions(predicate::readable(a));
-    }
-
-    /// The hard pre-filters.
-    pub(super) fn filter(&mut self, f: &Filter) {
-        self.conditions(predicate::filtered(f));
-    }
-
-    /// The recall gate.
-    pub(super) fn gate(&mut self, g: Gate) {
-        self.conditions(predicate::gate(g));
-    }
-
-    fn conditions(&mut self, conds: impl IntoIterator<Item = Cond>) {
-        for c in conds {
-            let sql = c.sql(self);
-            self.and(&sql);
-        }
-    }
-
     /// The condition on rows `access` may change (`m.owner` equal to its owner; any row
     /// for the operator).
     pub(super) fn owned(&mut self, access: &Access) {
         if !access.every_owner {
             let owner = self.bind(access.owner.clone());
-            self.and(&format!("m.owner IS NOT NULL AND m.owner = {owner}"));
+            self.push(&format!("m.owner IS NOT NULL AND m.owner = {owner}"));
         }
     }
 }
-
-pub(super) use crate::codec::decode;
 
 impl Dialect for Where {
     fn bind(&mut self, v: Bound) -> String {
@@ -93,5 +60,36 @@ impl Dialect for Where {
 
     fn kind(&self) -> &'static str {
         "m.kind"
+    }
+}
+
+/// Column `i` of `r`; a value of another type than asked is a corrupt row, not a lost
+/// connection.
+fn get<'a, T: FromSql<'a>>(r: &'a Row, i: usize) -> Result<T> {
+    r.try_get(i).map_err(|e| StoreError::Corrupt(format!("column {i}: {e}")))
+}
+
+impl Fields for Row {
+    fn text(&self, i: usize) -> Result<String> {
+        get(self, i)
+    }
+    fn text_opt(&self, i: usize) -> Result<Option<String>> {
+        get(self, i)
+    }
+    fn int(&self, i: usize) -> Result<i64> {
+        self.int_opt(i)?.ok_or_else(|| StoreError::Corrupt(format!("column {i} is NULL")))
+    }
+    /// `integer` columns (`dims`, `vector_dims`) read as `bigint` ones do.
+    fn int_opt(&self, i: usize) -> Result<Option<i64>> {
+        match self.columns().get(i).map(|c| c.type_()) {
+            Some(&Type::INT4) => Ok(get::<Option<i32>>(self, i)?.map(i64::from)),
+            _ => get(self, i),
+        }
+    }
+    fn flag(&self, i: usize) -> Result<bool> {
+        get(self, i)
+    }
+    fn vector_bytes(&self, i: usize) -> Result<Option<Vec<u8>>> {
+        Ok(get::<Option<Vector>>(self, i)?.map(|v| vec_to_blob(v.as_slice())))
     }
 }

@@ -2,129 +2,23 @@
 
 use std::collections::HashMap;
 
-use deadpool_postgres::GenericClient;
 use pgvector::Vector;
-use spine_core::{
-    Category, Citation, EpochSeconds, IdRef, Memory, RecordId, SCHEMA_VERSION, Scope, ShortId,
-    StateMarkers, Timestamp,
-};
+use spine_core::{Citation, EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, Timestamp};
 
 use super::PgStore;
-use super::query::{Param, Where, decode};
+use super::query::Where;
+use super::rows::{stamp, stamp_successor, write};
+use crate::codec::{decode, parse_id};
+use crate::fields::Fields;
+use crate::predicate::Order;
 use crate::{
     Access, Adjacent, Cursor, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour,
-    Result, Store, StoreError, SupersedeRejection, TagCount,
+    Result, ScopeFilter, Store, SupersedeRejection, TagCount,
 };
 
-/// At most this many rows left by a search's filters are scanned exactly instead of through
-/// the HNSW index.
-const EXACT_SCAN_ROWS: i64 = 5_000;
-
-/// How many index tuples pgvector's iterative scan may visit to find enough rows that pass
-/// the filters (its default is 20,000); with more than [`EXACT_SCAN_ROWS`] passing, the
-/// scan finds them long before this.
-const MAX_SCAN_TUPLES: u32 = 100_000;
-
-/// `expr` (a jsonb value; the stored payload is `json`, read it as `body::jsonb`) with `schema_version` raised to this binary's, never lowered
-/// (SPEC Versioning 2 and 4).
-pub(super) fn stamp(expr: &str) -> String {
-    format!(
-        "jsonb_set({expr}, '{{schema_version}}', to_jsonb(greatest(coalesce(({expr}->>'schema_version')::int, 0), {SCHEMA_VERSION})))"
-    )
-}
-
-const COLUMNS: &str = "id, short_id, owner, visibility, scope, category, kind, created_at,
-    not_before, not_after, archived_at, superseded_by, tags, body";
-
-/// Inserts or rewrites a record's row from its payload; with `vector`, its vector too.
-fn upsert_sql(vector: bool) -> String {
-    let mut cols = COLUMNS.to_owned();
-    let mut values = (1..=13).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
-    values.push_str(", $14::text::json");
-    let mut set = "short_id = excluded.short_id, owner = excluded.owner,
-        visibility = excluded.visibility, scope = excluded.scope, category = excluded.category,
-        kind = excluded.kind, created_at = excluded.created_at,
-        not_before = excluded.not_before, not_after = excluded.not_after,
-        archived_at = excluded.archived_at, superseded_by = excluded.superseded_by,
-        tags = excluded.tags, body = excluded.body"
-        .to_owned();
-    if vector {
-        cols.push_str(", model, dims, vec");
-        values.push_str(", $15, $16, $17");
-        set.push_str(", model = excluded.model, dims = excluded.dims, vec = excluded.vec");
-    }
-    format!("INSERT INTO memories ({cols}) VALUES ({values}) ON CONFLICT (id) DO UPDATE SET {set}")
-}
-
-fn secs(v: Option<EpochSeconds>) -> Option<i64> {
-    v.map(EpochSeconds::as_secs)
-}
-
-/// The parameters of [`upsert_sql`] for `m`, whose payload is `body`.
-fn row_params(m: &Memory, body: String, embedding: Option<Embedding<'_>>) -> Vec<Param> {
-    let mut tags: Vec<String> = Vec::with_capacity(m.tags.len());
-    for t in &m.tags {
-        if !tags.contains(t) {
-            tags.push(t.clone());
-        }
-    }
-    let mut p: Vec<Param> = vec![
-        Box::new(m.id.to_string()),
-        Box::new(m.short_id.as_str().to_owned()),
-        Box::new(m.owner.clone()),
-        Box::new(m.visibility.as_str().to_owned()),
-        Box::new(m.scope.as_str().to_owned()),
-        Box::new(m.category.as_str().to_owned()),
-        Box::new(m.kind.map(|k| k.as_str().to_owned())),
-        Box::new(m.created_at.as_micros()),
-        Box::new(secs(m.not_before)),
-        Box::new(secs(m.not_after)),
-        Box::new(secs(m.archived_at)),
-        Box::new(m.superseded_by.map(|s| s.to_string())),
-        Box::new(tags),
-        Box::new(body),
-    ];
-    if let Some(e) = embedding {
-        p.push(Box::new(e.model.to_owned()));
-        p.push(Box::new(e.vector.len() as i32));
-        p.push(Box::new(Vector::from(e.vector.to_vec())));
-    }
-    p
-}
-
-fn refs(p: &[Param]) -> Vec<&(dyn tokio_postgres::types::ToSql + Sync)> {
-    p.iter().map(|p| p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync)).collect()
-}
-
-pub(super) fn parse_id(id: &str) -> Result<RecordId> {
-    RecordId::parse(id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))
-}
-
-/// Writes one record row (with its vector) through `client`.
-async fn write<C: GenericClient>(
-    client: &C,
-    m: &Memory,
-    embedding: Option<Embedding<'_>>,
-) -> Result<()> {
-    let body = serde_json::to_string(m).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    write_body(client, m, body, embedding).await
-}
-
-/// Writes one record row whose payload is `body` (verbatim: an import) through `client`.
-pub(super) async fn write_body<C: GenericClient>(
-    client: &C,
-    m: &Memory,
-    body: String,
-    embedding: Option<Embedding<'_>>,
-) -> Result<()> {
-    let p = row_params(m, body, embedding);
-    let stmt = client.prepare_cached(&upsert_sql(embedding.is_some())).await?;
-    client.execute(&stmt, &refs(&p)).await?;
-    Ok(())
-}
-
-/// Payloads of the rows `w` selects, in `order`, at most `limit` after `offset`.
-async fn bodies(
+/// Payloads of the rows `w` selects, in `order` (ORDER BY terms), at most `limit` after
+/// `offset`.
+fn bodies(
     store: &PgStore,
     mut w: Where,
     order: &str,
@@ -137,13 +31,8 @@ async fn bodies(
         "SELECT m.body::text FROM memories m WHERE {} ORDER BY {order} LIMIT {l} OFFSET {o}",
         w.sql
     );
-    let client = store.pool.get().await?;
-    let rows = client.query(&sql, &w.refs()).await?;
-    rows.iter().map(|r| decode(r.get(0))).collect()
+    store.query(&sql, &w.refs())?.iter().map(|r| decode(&r.text(0)?)).collect()
 }
-
-const RECENT: &str = "m.created_at DESC, m.id DESC";
-const OLDEST: &str = "m.created_at ASC, m.id ASC";
 
 impl Store for PgStore {
     fn insert(&self, m: &Memory, embedding: Embedding<'_>) -> Result<()> {
@@ -170,29 +59,24 @@ impl Store for PgStore {
     }
 
     fn short_id_taken(&self, short: &ShortId) -> Result<bool> {
-        self.block(async {
-            let client = self.pool.get().await?;
-            let row = client
-                .query_opt("SELECT 1 FROM memories WHERE short_id = $1", &[&short.as_str()])
-                .await?;
-            Ok(row.is_some())
-        })
+        let sql = "SELECT 1 FROM memories WHERE short_id = $1";
+        Ok(self.query_opt(sql, &[&short.as_str()])?.is_some())
     }
 
     fn matching(&self, access: &Access, id: &IdRef, limit: usize) -> Result<Vec<Memory>> {
-        let mut w = Where::new();
+        let mut w = Where::default();
         match id {
             IdRef::Id(id) => {
                 let p = w.bind(id.to_string());
-                w.and(&format!("m.id = {p}"));
+                w.push(&format!("m.id = {p}"));
             }
             IdRef::Short(s) => {
                 let p = w.bind(s.as_str().to_owned());
-                w.and(&format!("m.short_id = {p}"));
+                w.push(&format!("m.short_id = {p}"));
             }
         }
         w.access(access);
-        self.block(bodies(self, w, "m.id", limit, 0))
+        bodies(self, w, "m.id", limit, 0)
     }
 
     fn replace(
@@ -204,9 +88,9 @@ impl Store for PgStore {
         if let Some(e) = embedding {
             self.ensure_vector_index(e.vector.len())?;
         }
-        let mut w = Where::new();
+        let mut w = Where::default();
         let p = w.bind(m.id.to_string());
-        w.and(&format!("m.id = {p}"));
+        w.push(&format!("m.id = {p}"));
         w.owned(access);
         self.block(async {
             let mut client = self.pool.get().await?;
@@ -222,154 +106,34 @@ impl Store for PgStore {
     }
 
     fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()> {
-        self.block(async {
-            let client = self.pool.get().await?;
-            client
-                .execute(
-                    "UPDATE memories SET body = jsonb_set(jsonb_set(body::jsonb, '{access_count}',
-                        to_jsonb(coalesce((body->>'access_count')::bigint, 0) + 1)),
-                        '{last_accessed_at}', to_jsonb($2::text))
-                     WHERE id = $1",
-                    &[&id.to_string(), &at.to_rfc3339()],
-                )
-                .await?;
-            Ok(())
-        })
+        self.execute(
+            "UPDATE memories SET body = jsonb_set(jsonb_set(body::jsonb, '{access_count}',
+                to_jsonb(coalesce((body->>'access_count')::bigint, 0) + 1)),
+                '{last_accessed_at}', to_jsonb($2::text))
+             WHERE id = $1",
+            &[&id.to_string(), &at.to_rfc3339()],
+        )?;
+        Ok(())
     }
 
     fn delete(&self, access: &Access, id: &RecordId) -> Result<bool> {
-        let mut w = Where::new();
+        let mut w = Where::default();
         let p = w.bind(id.to_string());
-        w.and(&format!("m.id = {p}"));
+        w.push(&format!("m.id = {p}"));
         w.owned(access);
-        self.block(async {
-            let client = self.pool.get().await?;
-            let sql = format!("DELETE FROM memories m WHERE {}", w.sql);
-            Ok(client.execute(&sql, &w.refs()).await? > 0)
-        })
+        Ok(self.execute(&format!("DELETE FROM memories m WHERE {}", w.sql), &w.refs())? > 0)
     }
 
     fn delete_scope(&self, access: &Access, scope: &Scope) -> Result<u64> {
-        let mut w = Where::new();
+        let mut w = Where::default();
         let p = w.bind(scope.as_str().to_owned());
-        w.and(&format!("m.scope = {p}"));
+        w.push(&format!("m.scope = {p}"));
         w.owned(access);
-        self.block(async {
-            let client = self.pool.get().await?;
-            let sql = format!("DELETE FROM memories m WHERE {}", w.sql);
-            Ok(client.execute(&sql, &w.refs()).await?)
-        })
+        self.execute(&format!("DELETE FROM memories m WHERE {}", w.sql), &w.refs())
     }
 
     fn nearest(&self, q: &NearestQuery<'_>) -> Result<Vec<Neighbour>> {
-        let dims = q.vector.len();
-        if dims == 0 || (q.any == 0 && q.active == 0) {
-            return Ok(vec![]);
-        }
-        self.ensure_vector_index(dims)?;
-        // Two nearest scans in one snapshot: the `any` nearest of every state and the
-        // `active` nearest the gate lets through. Their union, re-scored exactly, ordered
-        // as the SQLite backend orders it, gives the same answer. When the filters leave
-        // few rows (one owner's scope, a rare tag), an exact scan of those rows beats the
-        // HNSW index, whose filtered walk may give up before it found enough of them; else
-        // the index with pgvector's iterative scan keeps the filters exact.
-        let base = |gated: bool| {
-            let mut w = Where::new();
-            w.access(q.access);
-            w.filter(q.filter);
-            if gated {
-                w.gate(Gate::ActiveAt(q.now));
-            }
-            let model = w.bind(q.model.to_owned());
-            w.and(&format!("m.model = {model} AND m.dims = {dims}"));
-            if let Some(ex) = q.exclude {
-                let p = w.bind(ex.to_string());
-                w.and(&format!("m.id <> {p}"));
-            }
-            w
-        };
-        let scan = |gated: bool, limit: usize, exact: bool| {
-            let mut w = base(gated);
-            let v = w.bind(Vector::from(q.vector.to_vec()));
-            let l = w.bind(limit as i64);
-            // `+ 0` orders by the same distance without matching the index's operator.
-            let order = match exact {
-                true => format!("(m.vec::vector({dims}) <=> {v}::vector({dims})) + 0"),
-                false => format!("m.vec::vector({dims}) <=> {v}::vector({dims})"),
-            };
-            let sql = format!(
-                "SELECT m.id, m.archived_at IS NOT NULL, m.superseded_by IS NOT NULL,
-                    m.not_before, m.not_after, m.vec, m.body::text
-                 FROM memories m WHERE {} ORDER BY {order} LIMIT {l}",
-                w.sql
-            );
-            (sql, w)
-        };
-        let probe = base(false);
-        let probe_sql = format!(
-            "SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {} LIMIT {}) few",
-            probe.sql,
-            EXACT_SCAN_ROWS + 1
-        );
-        let ef = q.any.max(q.active).clamp(40, 1000);
-        let rows = self.block(async {
-            let mut client = self.pool.get().await?;
-            let tx = super::snapshot(&mut client).await?;
-            let candidates: i64 = tx.query_one(probe_sql.as_str(), &probe.refs()).await?.get(0);
-            let exact = candidates <= EXACT_SCAN_ROWS;
-            if !exact {
-                tx.batch_execute(&format!(
-                    "SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {ef};
-                     SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"
-                ))
-                .await?;
-            }
-            let mut scans = Vec::new();
-            if q.any > 0 {
-                scans.push(scan(false, q.any, exact));
-            }
-            if q.active > 0 {
-                scans.push(scan(true, q.active, exact));
-            }
-            let mut rows = Vec::new();
-            for (sql, w) in &scans {
-                rows.extend(tx.query(sql.as_str(), &w.refs()).await?);
-            }
-            tx.commit().await?;
-            Ok::<_, StoreError>(rows)
-        })?;
-        let mut scored: HashMap<RecordId, (f32, StateMarkers, String)> = HashMap::new();
-        for r in &rows {
-            let id = parse_id(r.get(0))?;
-            if scored.contains_key(&id) {
-                continue;
-            }
-            let markers = StateMarkers {
-                archived: r.get(1),
-                superseded: r.get(2),
-                not_before: r.get::<_, Option<i64>>(3).map(EpochSeconds::from_secs),
-                not_after: r.get::<_, Option<i64>>(4).map(EpochSeconds::from_secs),
-            };
-            let v: Vector = r.get(5);
-            let score = spine_core::cosine(q.vector, v.as_slice());
-            scored.insert(id, (score, markers, r.get::<_, String>(6)));
-        }
-        let mut scored: Vec<_> = scored.into_iter().collect();
-        scored.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then_with(|| b.0.cmp(&a.0)));
-        let (mut seen, mut seen_active) = (0, 0);
-        let mut out = Vec::new();
-        for (id, (score, markers, body)) in scored {
-            let states = markers.derive(q.now);
-            let active = states.is_empty();
-            let wanted = seen < q.any || (active && seen_active < q.active);
-            seen += 1;
-            seen_active += usize::from(active);
-            if wanted {
-                let record = if active { Some(decode(&body)?) } else { None };
-                out.push(Neighbour { id, score, states, record });
-            }
-        }
-        Ok(out)
+        self.scan_nearest(q)
     }
 
     fn get_many(&self, ids: &[RecordId]) -> Result<Vec<Memory>> {
@@ -377,16 +141,10 @@ impl Store for PgStore {
             return Ok(vec![]);
         }
         let wanted: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
-        let rows = self.block(async {
-            let client = self.pool.get().await?;
-            Ok::<_, StoreError>(
-                client
-                    .query("SELECT id, body::text FROM memories WHERE id = ANY($1)", &[&wanted])
-                    .await?,
-            )
-        })?;
+        let rows =
+            self.query("SELECT id, body::text FROM memories WHERE id = ANY($1)", &[&wanted])?;
         let mut found: HashMap<String, String> =
-            rows.iter().map(|r| (r.get::<_, String>(0), r.get::<_, String>(1))).collect();
+            rows.iter().map(|r| Ok((r.text(0)?, r.text(1)?))).collect::<Result<_>>()?;
         wanted.iter().filter_map(|id| found.remove(id)).map(|b| decode(&b)).collect()
     }
 
@@ -399,34 +157,22 @@ impl Store for PgStore {
         offset: usize,
         limit: usize,
     ) -> Result<Vec<Memory>> {
-        let mut w = Where::new();
-        w.access(access);
-        w.filter(filter);
-        w.gate(gate);
+        let mut w = Where::read(access, filter, gate);
         if let Some(c) = cursor {
-            let t = w.bind(c.created_at.as_micros());
-            let id = w.bind(c.id.to_string());
-            w.and(&format!("m.created_at < {t} OR (m.created_at = {t} AND m.id < {id})"));
+            w.past(Order::Recent, c.created_at, &c.id);
         }
-        self.block(bodies(self, w, RECENT, limit, offset))
+        bodies(self, w, Order::Recent.sql(), limit, offset)
     }
 
     fn count(&self, access: &Access, filter: &Filter, gate: Gate) -> Result<u64> {
-        let mut w = Where::new();
-        w.access(access);
-        w.filter(filter);
-        w.gate(gate);
-        self.block(async {
-            let client = self.pool.get().await?;
-            let sql = format!("SELECT count(*) FROM memories m WHERE {}", w.sql);
-            let n: i64 = client.query_one(&sql, &w.refs()).await?.get(0);
-            Ok(u64::try_from(n).unwrap_or(0))
-        })
+        let w = Where::read(access, filter, gate);
+        let sql = format!("SELECT count(*) FROM memories m WHERE {}", w.sql);
+        Ok(u64::try_from(self.query_one(&sql, &w.refs())?.int(0)?).unwrap_or(0))
     }
 
     fn scopes(&self, access: &Access, filter: &Filter, limit: usize) -> Result<Vec<String>> {
-        let one_scope = matches!(filter.scope, crate::ScopeFilter::One(_));
-        let mut w = Where::new();
+        let one_scope = matches!(filter.scope, ScopeFilter::One(_));
+        let mut w = Where::default();
         let sql = if one_scope {
             w.access(access);
             w.filter(filter);
@@ -476,11 +222,7 @@ impl Store for PgStore {
                  ORDER BY s.scope LIMIT {l}"
             )
         };
-        self.block(async {
-            let client = self.pool.get().await?;
-            let rows = client.query(&sql, &w.refs()).await?;
-            Ok(rows.iter().map(|r| r.get::<_, String>(0)).collect())
-        })
+        self.query(&sql, &w.refs())?.iter().map(|r| r.text(0)).collect()
     }
 
     fn tag_counts(
@@ -490,27 +232,21 @@ impl Store for PgStore {
         gate: Gate,
         limit: usize,
     ) -> Result<Vec<TagCount>> {
-        let mut w = Where::new();
+        let mut w = Where::default();
         w.access(access);
         if let Some(s) = scope {
             let p = w.bind(s.as_str().to_owned());
-            w.and(&format!("m.scope = {p}"));
+            w.push(&format!("m.scope = {p}"));
         }
         w.gate(gate);
         let l = w.bind(limit as i64);
-        self.block(async {
-            let client = self.pool.get().await?;
-            let sql = format!(
-                "SELECT t.tag, count(*) AS n FROM memories m, unnest(m.tags) AS t(tag)
-                 WHERE {} GROUP BY t.tag ORDER BY n DESC, t.tag ASC LIMIT {l}",
-                w.sql
-            );
-            let rows = client.query(&sql, &w.refs()).await?;
-            Ok(rows
-                .iter()
-                .map(|r| TagCount { tag: r.get(0), count: r.get::<_, i64>(1) as u64 })
-                .collect())
-        })
+        let sql = format!(
+            "SELECT t.tag, count(*) AS n FROM memories m, unnest(m.tags) AS t(tag)
+             WHERE {} GROUP BY t.tag ORDER BY n DESC, t.tag ASC LIMIT {l}",
+            w.sql
+        );
+        let rows = self.query(&sql, &w.refs())?;
+        rows.iter().map(|r| Ok(TagCount { tag: r.text(0)?, count: r.int(1)? as u64 })).collect()
     }
 
     fn supersede(
@@ -522,9 +258,9 @@ impl Store for PgStore {
         idempotency: Option<&IdempotencyEntry>,
     ) -> Result<std::result::Result<(), SupersedeRejection>> {
         self.ensure_vector_index(embedding.vector.len())?;
-        let mut w = Where::new();
+        let mut w = Where::default();
         let ids = w.bind(targets.iter().map(|t| t.to_string()).collect::<Vec<_>>());
-        w.and(&format!("m.id = ANY({ids})"));
+        w.push(&format!("m.id = ANY({ids})"));
         w.owned(access);
         self.block(async {
             let mut client = self.pool.get().await?;
@@ -541,29 +277,16 @@ impl Store for PgStore {
                 .query(&sql, &w.refs())
                 .await?
                 .iter()
-                .map(|r| (r.get::<_, String>(0), (r.get::<_, String>(1), r.get::<_, bool>(2))))
-                .collect();
-            let mut rejection = SupersedeRejection::default();
-            for t in targets {
-                match found.get(&t.to_string()) {
-                    None => rejection.not_found.push(*t),
-                    Some((category, _)) if category == Category::Rule.as_str() => {
-                        rejection.rules.push(*t)
-                    }
-                    Some((_, true)) => rejection.already_superseded.push(*t),
-                    Some(_) => {}
-                }
-            }
+                .map(|r| Ok((r.text(0)?, (r.text(1)?, r.flag(2)?))))
+                .collect::<Result<_>>()?;
+            let rejection =
+                SupersedeRejection::of(targets, |t| Ok(found.get(&t.to_string()).cloned()))?;
             if !rejection.is_empty() {
                 return Ok(Err(rejection));
             }
             write(&tx, new, Some(embedding)).await?;
-            let body = stamp("jsonb_set(body::jsonb, '{superseded_by}', to_jsonb($1::text))");
-            let stamp_sql =
-                format!("UPDATE memories SET superseded_by = $1, body = {body} WHERE id = $2");
-            let new_id = new.id.to_string();
             for t in targets {
-                tx.execute(stamp_sql.as_str(), &[&new_id, &t.to_string()]).await?;
+                stamp_successor(&tx, t, &new.id).await?;
             }
             if let Some(e) = idempotency {
                 tx.execute(
@@ -585,29 +308,9 @@ impl Store for PgStore {
     }
 
     fn idempotency(&self, access: &Access, key: &str) -> Result<Option<IdempotencyEntry>> {
-        let row = self.block(async {
-            let client = self.pool.get().await?;
-            Ok::<_, StoreError>(
-                client
-                    .query_opt(
-                        "SELECT fingerprint, id, short_id FROM idempotency
-                         WHERE owner = $1 AND key = $2",
-                        &[&access.owner, &key],
-                    )
-                    .await?,
-            )
-        })?;
-        row.map(|r| {
-            let short: String = r.get(2);
-            Ok(IdempotencyEntry {
-                key: key.to_owned(),
-                fingerprint: r.get(0),
-                id: parse_id(r.get(1))?,
-                short_id: ShortId::parse(&short)
-                    .ok_or_else(|| StoreError::Corrupt(format!("bad short id {short}")))?,
-            })
-        })
-        .transpose()
+        let sql = "SELECT fingerprint, id, short_id FROM idempotency WHERE owner = $1 AND key = $2";
+        let row = self.query_opt(sql, &[&access.owner, &key])?;
+        row.map(|r| IdempotencyEntry::read(key, &r)).transpose()
     }
 
     fn set_archived(
@@ -665,10 +368,10 @@ impl Store for PgStore {
         if tags.is_empty() {
             return Ok(vec![]);
         }
-        let mut w = others_than(access, gate, exclude);
+        let mut w = Where::others_than(access, gate, exclude);
         let p = w.bind(tags.to_vec());
-        w.and(&format!("m.tags && {p}::text[]"));
-        self.block(bodies(self, w, RECENT, limit, 0))
+        w.push(&format!("m.tags && {p}::text[]"));
+        bodies(self, w, Order::Recent.sql(), limit, 0)
     }
 
     fn with_any_citation(
@@ -682,16 +385,16 @@ impl Store for PgStore {
         if citations.is_empty() {
             return Ok(vec![]);
         }
-        let mut w = others_than(access, gate, exclude);
+        let mut w = Where::others_than(access, gate, exclude);
         let kinds =
             w.bind(citations.iter().map(|c| c.kind.as_str().to_owned()).collect::<Vec<_>>());
         let refs = w.bind(citations.iter().map(|c| c.reference.clone()).collect::<Vec<_>>());
-        w.and(&format!(
+        w.push(&format!(
             "EXISTS (SELECT 1 FROM json_array_elements(coalesce(m.body->'citations', '[]'::json)) c,
                 unnest({kinds}::text[], {refs}::text[]) AS w(kind, ref)
              WHERE c->>'kind' = w.kind AND c->>'ref' = w.ref)"
         ));
-        self.block(bodies(self, w, RECENT, limit, 0))
+        bodies(self, w, Order::Recent.sql(), limit, 0)
     }
 
     fn adjacent(
@@ -706,12 +409,8 @@ impl Store for PgStore {
         if anchors.is_empty() || radius == 0 {
             return Ok(vec![]);
         }
-        let mut f = filter.clone();
-        f.scope = crate::ScopeFilter::All;
-        let mut w = Where::new();
-        w.access(access);
-        w.filter(&f);
-        w.gate(gate);
+        let f = Filter { scope: ScopeFilter::All, ..filter.clone() };
+        let mut w = Where::read(access, &f, gate);
         let model = w.bind(model.to_owned());
         let scopes =
             w.bind(anchors.iter().map(|a| a.scope.as_str().to_owned()).collect::<Vec<_>>());
@@ -734,35 +433,22 @@ impl Store for PgStore {
             )
         };
         let sql = format!("{} UNION ALL {}", side('<', "DESC"), side('>', "ASC"));
-        self.block(async {
-            let client = self.pool.get().await?;
-            let rows = client.query(&sql, &w.refs()).await?;
-            rows.iter()
-                .map(|r| {
-                    let anchor: String = r.get(0);
-                    Ok(Adjacent {
-                        anchor: RecordId::parse(&anchor).ok_or_else(|| {
-                            StoreError::Corrupt(format!("adjacent: bad anchor id {anchor:?}"))
-                        })?,
-                        record: decode(r.get(1))?,
-                        vector: r.get::<_, Vector>(2).to_vec(),
-                    })
+        let rows = self.query(&sql, &w.refs())?;
+        rows.iter()
+            .map(|r| {
+                Ok(Adjacent {
+                    anchor: parse_id(&r.text(0)?)?,
+                    record: decode(&r.text(1)?)?,
+                    vector: r.get::<_, Vector>(2).to_vec(),
                 })
-                .collect()
-        })
+            })
+            .collect()
     }
 
     fn vector(&self, id: &RecordId, model: &str) -> Result<Option<Vec<f32>>> {
-        self.block(async {
-            let client = self.pool.get().await?;
-            let row = client
-                .query_opt(
-                    "SELECT vec FROM memories WHERE id = $1 AND model = $2 AND vec IS NOT NULL",
-                    &[&id.to_string(), &model],
-                )
-                .await?;
-            Ok(row.map(|r| r.get::<_, Vector>(0).to_vec()))
-        })
+        let sql = "SELECT vec FROM memories WHERE id = $1 AND model = $2 AND vec IS NOT NULL";
+        let row = self.query_opt(sql, &[&id.to_string(), &model])?;
+        Ok(row.map(|r| r.get::<_, Vector>(0).to_vec()))
     }
 
     fn list_oldest(
@@ -772,25 +458,16 @@ impl Store for PgStore {
         gate: Gate,
         limit: usize,
     ) -> Result<Vec<Memory>> {
-        let mut w = Where::new();
-        w.access(access);
-        w.filter(filter);
-        w.gate(gate);
-        self.block(bodies(self, w, OLDEST, limit, 0))
+        bodies(self, Where::read(access, filter, gate), Order::Oldest.sql(), limit, 0)
     }
 
     fn embedder_models(&self) -> Result<Vec<(String, u64)>> {
-        self.block(async {
-            let client = self.pool.get().await?;
-            let rows = client
-                .query(
-                    "SELECT model, count(*) FROM memories WHERE model IS NOT NULL
-                     GROUP BY model ORDER BY model",
-                    &[],
-                )
-                .await?;
-            Ok(rows.iter().map(|r| (r.get::<_, String>(0), r.get::<_, i64>(1) as u64)).collect())
-        })
+        let rows = self.query(
+            "SELECT model, count(*) FROM memories WHERE model IS NOT NULL
+             GROUP BY model ORDER BY model",
+            &[],
+        )?;
+        rows.iter().map(|r| Ok((r.text(0)?, r.int(1)? as u64))).collect()
     }
 
     fn needing_embedding(
@@ -800,48 +477,26 @@ impl Store for PgStore {
         limit: usize,
     ) -> Result<Vec<(RecordId, String)>> {
         let after = after.map(|a| a.to_string()).unwrap_or_default();
-        let rows = self.block(async {
-            let client = self.pool.get().await?;
-            Ok::<_, StoreError>(
-                client
-                    .query(
-                        "SELECT id, coalesce(body->>'content', '') FROM memories
-                         WHERE (model IS NULL OR model <> $1) AND id > $2
-                         ORDER BY id LIMIT $3",
-                        &[&model, &after, &(limit as i64)],
-                    )
-                    .await?,
-            )
-        })?;
-        rows.iter().map(|r| Ok((parse_id(r.get(0))?, r.get::<_, String>(1)))).collect()
+        let rows = self.query(
+            "SELECT id, coalesce(body->>'content', '') FROM memories
+             WHERE (model IS NULL OR model <> $1) AND id > $2
+             ORDER BY id LIMIT $3",
+            &[&model, &after, &(limit as i64)],
+        )?;
+        rows.iter().map(|r| Ok((parse_id(&r.text(0)?)?, r.text(1)?))).collect()
     }
 
     fn set_vector(&self, id: &RecordId, embedding: Embedding<'_>) -> Result<bool> {
         self.ensure_vector_index(embedding.vector.len())?;
-        self.block(async {
-            let client = self.pool.get().await?;
-            let n = client
-                .execute(
-                    "UPDATE memories SET model = $2, dims = $3, vec = $4 WHERE id = $1",
-                    &[
-                        &id.to_string(),
-                        &embedding.model,
-                        &(embedding.vector.len() as i32),
-                        &Vector::from(embedding.vector.to_vec()),
-                    ],
-                )
-                .await?;
-            Ok(n > 0)
-        })
+        let n = self.execute(
+            "UPDATE memories SET model = $2, dims = $3, vec = $4 WHERE id = $1",
+            &[
+                &id.to_string(),
+                &embedding.model,
+                &(embedding.vector.len() as i32),
+                &Vector::from(embedding.vector.to_vec()),
+            ],
+        )?;
+        Ok(n > 0)
     }
-}
-
-/// The records `access` reads through `gate`, other than `exclude`.
-fn others_than(access: &Access, gate: Gate, exclude: &RecordId) -> Where {
-    let mut w = Where::new();
-    w.access(access);
-    w.gate(gate);
-    let p = w.bind(exclude.to_string());
-    w.and(&format!("m.id <> {p}"));
-    w
 }

@@ -6,33 +6,32 @@ use spine_core::{RecordId, Timestamp};
 
 use super::PgStore;
 use super::query::Where;
-use super::store::{parse_id, stamp};
-use crate::{AutoSummary, MissingSummaries, Result, StoreError, SummaryCandidate, SummaryStore};
+use super::rows::stamp;
+use crate::fields::Fields;
+use crate::predicate::Order;
+use crate::{AutoSummary, MissingSummaries, Result, SummaryCandidate, SummaryStore};
 
 /// SQL: the record has no summary, and none written by a client (SPEC: never touched).
 const NO_SUMMARY: &str = "coalesce(m.body->>'summary', '') = '' \
      AND coalesce(m.body->>'summary_source', '') <> 'client'";
 
 fn missing(which: &MissingSummaries) -> Where {
-    let mut w = Where::new();
+    let mut w = Where::default();
     if let Some(scope) = &which.scope {
         let p = w.bind(scope.as_str().to_owned());
-        w.and(&format!("m.scope = {p}"));
+        w.push(&format!("m.scope = {p}"));
     }
     let p = w.bind(which.created_at_or_before.as_micros());
-    w.and(&format!("m.created_at <= {p}"));
-    w.and(NO_SUMMARY);
+    w.push(&format!("m.created_at <= {p}"));
+    w.push(NO_SUMMARY);
     w
 }
 
 impl SummaryStore for PgStore {
     fn count_missing_summaries(&self, which: &MissingSummaries) -> Result<u64> {
         let w = missing(which);
-        self.block(async {
-            let client = self.pool.get().await?;
-            let sql = format!("SELECT count(*) FROM memories m WHERE {}", w.sql);
-            Ok(client.query_one(&sql, &w.refs()).await?.get::<_, i64>(0) as u64)
-        })
+        let sql = format!("SELECT count(*) FROM memories m WHERE {}", w.sql);
+        Ok(self.query_one(&sql, &w.refs())?.int(0)? as u64)
     }
 
     fn missing_summaries(
@@ -43,29 +42,16 @@ impl SummaryStore for PgStore {
     ) -> Result<Vec<SummaryCandidate>> {
         let mut w = missing(which);
         if let Some((created_at, id)) = after {
-            let t = w.bind(created_at.as_micros());
-            let id = w.bind(id.to_string());
-            w.and(&format!("m.created_at > {t} OR (m.created_at = {t} AND m.id > {id})"));
+            w.past(Order::Oldest, created_at, &id);
         }
         let l = w.bind(limit as i64);
-        let rows = self.block(async {
-            let client = self.pool.get().await?;
-            let sql = format!(
-                "SELECT m.id, m.created_at, coalesce(m.body->>'content', '')
-                 FROM memories m WHERE {} ORDER BY m.created_at ASC, m.id ASC LIMIT {l}",
-                w.sql
-            );
-            Ok::<_, StoreError>(client.query(&sql, &w.refs()).await?)
-        })?;
-        rows.iter()
-            .map(|r| {
-                Ok(SummaryCandidate {
-                    id: parse_id(r.get(0))?,
-                    created_at: Timestamp::from_micros(r.get(1)),
-                    content: r.get(2),
-                })
-            })
-            .collect()
+        let sql = format!(
+            "SELECT m.id, m.created_at, coalesce(m.body->>'content', '')
+             FROM memories m WHERE {} ORDER BY {} LIMIT {l}",
+            w.sql,
+            Order::Oldest.sql()
+        );
+        self.query(&sql, &w.refs())?.iter().map(SummaryCandidate::read).collect()
     }
 
     fn set_auto_summary(
@@ -89,27 +75,13 @@ impl SummaryStore for PgStore {
         );
         let id = id.to_string();
         let egress = summary.egress_at.map(|t| t.to_rfc3339());
-        self.block(async {
-            let client = self.pool.get().await?;
-            let n = match &egress {
-                None => {
-                    client
-                        .execute(
-                            &sql,
-                            &[&summary.summary, &summary.model, &id, &summarized_content],
-                        )
-                        .await?
-                }
-                Some(at) => {
-                    client
-                        .execute(
-                            &sql,
-                            &[&summary.summary, &summary.model, &id, &summarized_content, at],
-                        )
-                        .await?
-                }
-            };
-            Ok(n > 0)
-        })
+        let n = match &egress {
+            None => {
+                self.execute(&sql, &[&summary.summary, &summary.model, &id, &summarized_content])?
+            }
+            Some(at) => self
+                .execute(&sql, &[&summary.summary, &summary.model, &id, &summarized_content, at])?,
+        };
+        Ok(n > 0)
     }
 }

@@ -6,17 +6,42 @@
 //! byte for byte the line it was imported from. A record changed on PostgreSQL (archived,
 //! superseded…) is rewritten through jsonb: the same values, in jsonb's key order and spacing.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
-use pgvector::Vector;
+use deadpool_postgres::GenericClient;
 use spine_core::{EpochSeconds, Memory, RecordId, Scope};
 
 use super::PgStore;
-use super::store::{parse_id, write_body};
+use super::rows::write_body;
+use crate::codec::parse_id;
+use crate::fields::Fields;
+use crate::operator::export_gate_verdict;
 use crate::{
     ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, StoreError, StoredRecord,
-    StoredVector, TransferStore, record_digest,
+    TransferStore, record_digest,
 };
+
+/// The extract-before-delete gate for each of `ids` (`crate::operator`): whether the record
+/// exists and was exported as it is now, and the file it was last exported to.
+pub(super) async fn export_gate<C: GenericClient>(
+    client: &C,
+    ids: &[RecordId],
+) -> Result<Vec<(bool, Option<String>)>> {
+    let wanted: Vec<String> = ids.iter().map(RecordId::to_string).collect();
+    let rows = client
+        .query(
+            "SELECT m.id, m.body::text, e.digest, e.file FROM memories m
+             JOIN exported e ON e.id = m.id WHERE m.id = ANY($1)",
+            &[&wanted],
+        )
+        .await?;
+    let mut found: HashMap<String, (String, String, String)> = rows
+        .iter()
+        .map(|r| Ok((r.text(0)?, (r.text(1)?, r.text(2)?, r.text(3)?))))
+        .collect::<Result<_>>()?;
+    wanted.iter().map(|id| export_gate_verdict(found.remove(id))).collect()
+}
 
 impl TransferStore for PgStore {
     /// Into an empty table, index building is deferred (pgvector builds an HNSW index over
@@ -52,16 +77,8 @@ impl TransferStore for PgStore {
 
     fn count_records(&self, scope: Option<&Scope>) -> Result<u64> {
         let scope = scope.map(|s| s.as_str().to_owned());
-        self.block(async {
-            let client = self.pool.get().await?;
-            let row = client
-                .query_one(
-                    "SELECT count(*) FROM memories WHERE $1::text IS NULL OR scope = $1",
-                    &[&scope],
-                )
-                .await?;
-            Ok(row.get::<_, i64>(0) as u64)
-        })
+        let sql = "SELECT count(*) FROM memories WHERE $1::text IS NULL OR scope = $1";
+        Ok(self.query_one(sql, &[&scope])?.int(0)? as u64)
     }
 
     fn export_page(
@@ -72,46 +89,20 @@ impl TransferStore for PgStore {
         vectors: bool,
     ) -> Result<Vec<StoredRecord>> {
         let scope = scope.map(|s| s.as_str().to_owned());
-        let rows = self.block(async {
-            let client = self.pool.get().await?;
-            Ok::<_, StoreError>(
-                client
-                    .query(
-                        "SELECT rowid, id, body::text, CASE WHEN $4 THEN model END, dims,
-                            CASE WHEN $4 THEN vec END
-                         FROM memories WHERE rowid > $1 AND ($2::text IS NULL OR scope = $2)
-                         ORDER BY rowid LIMIT $3",
-                        &[&after, &scope, &(limit as i64), &vectors],
-                    )
-                    .await?,
-            )
-        })?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                let model: Option<String> = r.get(3);
-                let vec: Option<Vector> = r.get(5);
-                let vector = match (model, vec) {
-                    (Some(model), Some(v)) => Some(StoredVector {
-                        model,
-                        dims: r.get::<_, Option<i32>>(4).unwrap_or(0) as usize,
-                        data: v.as_slice().iter().flat_map(|x| x.to_le_bytes()).collect(),
-                    }),
-                    _ => None,
-                };
-                StoredRecord { rowid: r.get(0), id: r.get(1), body: r.get(2), vector }
-            })
-            .collect())
+        let rows = self.query(
+            "SELECT rowid, id, body::text, CASE WHEN $4 THEN model END, dims,
+                CASE WHEN $4 THEN vec END
+             FROM memories WHERE rowid > $1 AND ($2::text IS NULL OR scope = $2)
+             ORDER BY rowid LIMIT $3",
+            &[&after, &scope, &(limit as i64), &vectors],
+        )?;
+        rows.iter().map(StoredRecord::read).collect()
     }
 
     fn ids_present(&self, ids: &[RecordId]) -> Result<Vec<bool>> {
         let wanted: Vec<String> = ids.iter().map(|i| i.to_string()).collect();
-        let found: std::collections::HashSet<String> = self.block(async {
-            let client = self.pool.get().await?;
-            let rows =
-                client.query("SELECT id FROM memories WHERE id = ANY($1)", &[&wanted]).await?;
-            Ok::<_, StoreError>(rows.iter().map(|r| r.get::<_, String>(0)).collect())
-        })?;
+        let rows = self.query("SELECT id FROM memories WHERE id = ANY($1)", &[&wanted])?;
+        let found: HashSet<String> = rows.iter().map(|r| r.text(0)).collect::<Result<_>>()?;
         Ok(wanted.iter().map(|id| found.contains(id)).collect())
     }
 
@@ -139,7 +130,7 @@ impl TransferStore for PgStore {
                     )
                     .await?;
                 if let Some(holder) = holder {
-                    out.push(ImportOutcome::ShortIdTaken(parse_id(holder.get(0))?));
+                    out.push(ImportOutcome::ShortIdTaken(parse_id(&holder.text(0)?)?));
                     continue;
                 }
                 write_body(&tx, &r.memory, r.body.to_owned(), r.vector).await?;
@@ -156,43 +147,18 @@ impl TransferStore for PgStore {
         after: i64,
         limit: usize,
     ) -> Result<Vec<ExpiredRecord>> {
-        let rows = self.block(async {
-            let client = self.pool.get().await?;
-            Ok::<_, StoreError>(
-                client
-                    .query(
-                        "SELECT rowid, id, short_id, scope, not_after FROM memories
-                         WHERE not_after IS NOT NULL AND not_after <= $1 AND rowid > $2
-                         ORDER BY rowid LIMIT $3",
-                        &[&cutoff.as_secs(), &after, &(limit as i64)],
-                    )
-                    .await?,
-            )
-        })?;
-        rows.iter()
-            .map(|r| {
-                Ok(ExpiredRecord {
-                    rowid: r.get(0),
-                    id: parse_id(r.get(1))?,
-                    short_id: r.get(2),
-                    scope: r.get(3),
-                    not_after: EpochSeconds::from_secs(r.get(4)),
-                })
-            })
-            .collect()
+        let rows = self.query(
+            "SELECT rowid, id, short_id, scope, not_after FROM memories
+             WHERE not_after IS NOT NULL AND not_after <= $1 AND rowid > $2
+             ORDER BY rowid LIMIT $3",
+            &[&cutoff.as_secs(), &after, &(limit as i64)],
+        )?;
+        rows.iter().map(ExpiredRecord::read).collect()
     }
 
     fn count_expired(&self, cutoff: EpochSeconds) -> Result<u64> {
-        self.block(async {
-            let client = self.pool.get().await?;
-            let row = client
-                .query_one(
-                    "SELECT count(*) FROM memories WHERE not_after IS NOT NULL AND not_after <= $1",
-                    &[&cutoff.as_secs()],
-                )
-                .await?;
-            Ok(row.get::<_, i64>(0) as u64)
-        })
+        let sql = "SELECT count(*) FROM memories WHERE not_after IS NOT NULL AND not_after <= $1";
+        Ok(self.query_one(sql, &[&cutoff.as_secs()])?.int(0)? as u64)
     }
 
     fn delete_expired(&self, ids: &[RecordId], cutoff: EpochSeconds) -> Result<Vec<bool>> {
@@ -215,22 +181,12 @@ impl TransferStore for PgStore {
     }
 
     fn schema_versions(&self) -> Result<Vec<(u32, u64)>> {
-        self.block(async {
-            let client = self.pool.get().await?;
-            let rows = client
-                .query(
-                    "SELECT coalesce((body->>'schema_version')::bigint, 0) AS v, count(*)
-                     FROM memories GROUP BY v ORDER BY v",
-                    &[],
-                )
-                .await?;
-            Ok(rows
-                .iter()
-                .map(|r| {
-                    (u32::try_from(r.get::<_, i64>(0)).unwrap_or(0), r.get::<_, i64>(1) as u64)
-                })
-                .collect())
-        })
+        let rows = self.query(
+            "SELECT coalesce((body->>'schema_version')::bigint, 0) AS v, count(*)
+             FROM memories GROUP BY v ORDER BY v",
+            &[],
+        )?;
+        rows.iter().map(|r| Ok((u32::try_from(r.int(0)?).unwrap_or(0), r.int(1)? as u64))).collect()
     }
 
     fn migrate_page(&self, after: i64, limit: usize) -> Result<MigratePage> {
@@ -285,7 +241,7 @@ impl TransferStore for PgStore {
     fn exported_unchanged(&self, ids: &[RecordId]) -> Result<Vec<bool>> {
         self.block(async {
             let client = self.pool.get().await?;
-            let gate = super::review::export_gate(&client, ids).await?;
+            let gate = export_gate(&client, ids).await?;
             Ok(gate.into_iter().map(|(passes, _)| passes).collect())
         })
     }

@@ -17,7 +17,7 @@ mod transfer;
 pub(crate) mod verify;
 
 pub(crate) use query::Where;
-pub(crate) use rows::{blob_to_vec, decode, write_row, write_vector};
+pub(crate) use rows::{write_row, write_vector};
 use schema::MIGRATIONS;
 use sync::sync_index;
 

@@ -3,63 +3,19 @@
 
 use rusqlite::types::Value;
 use rusqlite::{Connection, params_from_iter};
-use spine_core::{Category, IdRef, Memory, RecordId};
+use spine_core::{Category, IdRef, Memory};
 
 use super::rows::*;
-use crate::predicate::{self, Bound, Cond, Dialect};
-use crate::{Access, Filter, Gate, Result};
+use crate::predicate::{Bound, Clause, Dialect};
+use crate::{Access, Result};
 
 /// A WHERE clause under construction with its positional parameters.
-pub(crate) struct Where {
-    pub(crate) sql: String,
-    pub(crate) params: Vec<Value>,
-}
+pub(crate) type Where = Clause<Value>;
 
 impl Where {
-    pub(crate) fn new() -> Self {
-        Where { sql: String::from("1 = 1"), params: Vec::new() }
-    }
-
-    /// The records `access` reads through `gate`, other than `exclude` (a related-records
-    /// query around one record).
-    pub(crate) fn others_than(access: &Access, gate: Gate, exclude: &RecordId) -> Self {
-        let mut w = Where::new();
-        w.access(access);
-        w.gate(gate);
-        w.and("m.id <> ?", [Value::Text(exclude.to_string())]);
-        w
-    }
-
     pub(crate) fn and(&mut self, clause: &str, params: impl IntoIterator<Item = Value>) {
-        self.sql.push_str(" AND (");
-        self.sql.push_str(clause);
-        self.sql.push(')');
+        self.push(clause);
         self.params.extend(params);
-    }
-
-    /// SPEC Authentication 4: own + shared when authenticated, own (ownerless) when
-    /// anonymous; a NULL owner (legacy record, no owner key) never matches.
-    pub(crate) fn access(&mut self, a: &Access) {
-        self.conditions(predicate::readable(a));
-    }
-
-    /// The hard pre-filters.
-    pub(crate) fn filter(&mut self, f: &Filter) {
-        self.conditions(predicate::filtered(f));
-    }
-
-    /// The recall gate.
-    pub(crate) fn gate(&mut self, g: Gate) {
-        self.conditions(predicate::gate(g));
-    }
-
-    fn conditions(&mut self, conds: impl IntoIterator<Item = Cond>) {
-        for c in conds {
-            let sql = c.sql(self);
-            self.sql.push_str(" AND (");
-            self.sql.push_str(&sql);
-            self.sql.push(')');
-        }
     }
 }
 
@@ -92,24 +48,39 @@ impl Dialect for Where {
     }
 }
 
+/// The payloads of the rows `w` selects, in `order` (ORDER BY terms), at most `limit`
+/// after skipping `offset`.
+pub(super) fn bodies(
+    conn: &Connection,
+    mut w: Where,
+    order: &str,
+    limit: usize,
+    offset: usize,
+) -> Result<Vec<Memory>> {
+    w.params.push(Value::Integer(limit as i64));
+    w.params.push(Value::Integer(offset as i64));
+    let mut stmt = conn.prepare(&format!(
+        "SELECT m.body FROM memories m WHERE {} ORDER BY {order} LIMIT ? OFFSET ?",
+        w.sql
+    ))?;
+    let bodies: Vec<String> =
+        stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
+    bodies.iter().map(|b| decode(b)).collect()
+}
+
 pub(super) fn matching_in(
     conn: &Connection,
     access: &Access,
     id: &IdRef,
     limit: usize,
 ) -> Result<Vec<Memory>> {
-    let mut w = Where::new();
+    let mut w = Where::default();
     match id {
         IdRef::Id(id) => w.and("m.id = ?", [Value::Text(id.to_string())]),
         IdRef::Short(s) => w.and("m.short_id = ?", [Value::Text(s.as_str().to_owned())]),
     }
     w.access(access);
-    w.params.push(Value::Integer(limit as i64));
-    let mut stmt = conn
-        .prepare(&format!("SELECT m.body FROM memories m WHERE {} ORDER BY m.id LIMIT ?", w.sql))?;
-    let bodies: Vec<String> =
-        stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
-    bodies.iter().map(|b| decode(b)).collect()
+    bodies(conn, w, "m.id", limit, 0)
 }
 
 /// `AND`-clause matching the rows `access` may change, with its owner parameter at `?{n}`

@@ -1,10 +1,13 @@
 //! Rows: encoding a record into its columns, tags and vector, and reading them back.
 
-use rusqlite::{Transaction, params};
-use spine_core::{EpochSeconds, Memory, RecordId, StateMarkers};
+use rusqlite::{Connection, Transaction, params};
+use spine_core::{Memory, RecordId, SCHEMA_VERSION};
 
+use super::STAMP_VERSION;
 use super::index::Row;
-use crate::{Embedding, Result, StoreError};
+use crate::codec::{parse_id, secs};
+use crate::fields::{Fields, markers};
+use crate::{Embedding, Result};
 
 /// The indexed fields of a record, for `Row`; append `WHERE ...` or `ORDER BY ...`.
 pub(super) const ROW_SELECT: &str =
@@ -19,22 +22,16 @@ pub(super) fn read_row(
     tags: Vec<String>,
     vector: Option<(String, Vec<f32>)>,
 ) -> Result<Row> {
-    let id: String = r.get(1)?;
     Ok(Row {
         rowid: r.get(0)?,
-        id: RecordId::parse(&id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))?,
+        id: parse_id(&r.get::<_, String>(1)?)?,
         owner: r.get(2)?,
         shared: r.get(3)?,
         scope: r.get(4)?,
         category: r.get(5)?,
         kind: r.get(6)?,
         created_at: r.get(7)?,
-        markers: StateMarkers {
-            archived: r.get(8)?,
-            superseded: r.get(9)?,
-            not_before: r.get::<_, Option<i64>>(10)?.map(EpochSeconds::from_secs),
-            not_after: r.get::<_, Option<i64>>(11)?.map(EpochSeconds::from_secs),
-        },
+        markers: markers(r, 8)?,
         tags,
         vector,
     })
@@ -42,8 +39,41 @@ pub(super) fn read_row(
 
 pub(crate) use crate::codec::{blob_to_vec, decode, encode, vec_to_blob};
 
-pub(super) fn secs(v: Option<EpochSeconds>) -> Option<i64> {
-    v.map(EpochSeconds::as_secs)
+impl Fields for rusqlite::Row<'_> {
+    fn text(&self, i: usize) -> Result<String> {
+        Ok(self.get(i)?)
+    }
+    fn text_opt(&self, i: usize) -> Result<Option<String>> {
+        Ok(self.get(i)?)
+    }
+    fn int(&self, i: usize) -> Result<i64> {
+        Ok(self.get(i)?)
+    }
+    fn int_opt(&self, i: usize) -> Result<Option<i64>> {
+        Ok(self.get(i)?)
+    }
+    fn flag(&self, i: usize) -> Result<bool> {
+        Ok(self.get(i)?)
+    }
+    fn vector_bytes(&self, i: usize) -> Result<Option<Vec<u8>>> {
+        Ok(self.get(i)?)
+    }
+}
+
+/// Stamps `successor` as `target`'s successor, in its column and its payload (a
+/// supersession, a consolidation link).
+pub(super) fn stamp_successor(
+    conn: &Connection,
+    target: &RecordId,
+    successor: &RecordId,
+) -> Result<()> {
+    conn.prepare_cached(&format!(
+        "UPDATE memories SET superseded_by = ?1,
+            body = json_set(body, '$.superseded_by', ?1, {STAMP_VERSION})
+         WHERE id = ?3"
+    ))?
+    .execute(params![successor.to_string(), SCHEMA_VERSION, target.to_string()])?;
+    Ok(())
 }
 
 /// Writes the indexed columns and tags of `m` at `rowid` (payload already encoded).

@@ -3,16 +3,18 @@
 use rusqlite::types::Value;
 use rusqlite::{OptionalExtension, params, params_from_iter};
 use spine_core::{
-    Category, Citation, EpochSeconds, IdRef, Memory, RecordId, SCHEMA_VERSION, Scope, ShortId,
-    Timestamp,
+    Citation, EpochSeconds, IdRef, Memory, RecordId, SCHEMA_VERSION, Scope, ShortId, Timestamp,
 };
 
 use super::query::*;
 use super::rows::*;
 use super::*;
+use crate::codec::parse_id;
+use crate::nearest::{Scored, neighbours};
+use crate::predicate::Order;
 use crate::{
     Access, Adjacent, Cursor, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour,
-    Result, ScopeFilter, Store, StoreError, SupersedeRejection, TagCount,
+    Result, ScopeFilter, Store, SupersedeRejection, TagCount,
 };
 
 impl Store for SqliteStore {
@@ -124,31 +126,14 @@ impl Store for SqliteStore {
         for p in proposals {
             let row: Option<(String, Vec<u8>)> =
                 stmt.query_row([p.rowid], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
-            if let Some((model, blob)) = row.filter(|(m, _)| m == q.model) {
-                debug_assert_eq!(model, q.model);
-                scored.push((spine_core::cosine(q.vector, &blob_to_vec(&blob)), p));
+            if let Some((_, blob)) = row.filter(|(m, _)| m == q.model) {
+                let score = spine_core::cosine(q.vector, &blob_to_vec(&blob));
+                scored.push(Scored { score, id: p.id, markers: p.markers, record: p.rowid });
             }
         }
-        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.id.cmp(&a.1.id)));
-        let (mut seen, mut seen_active) = (0, 0);
-        let mut out = Vec::new();
         let mut body = tx.prepare_cached("SELECT body FROM memories WHERE rowid = ?1")?;
-        for (score, p) in scored {
-            let states = p.markers.derive(q.now);
-            let active = states.is_empty();
-            let wanted = seen < q.any || (active && seen_active < q.active);
-            seen += 1;
-            seen_active += usize::from(active);
-            if wanted {
-                // Same transaction as the index sync: the row the index proposed is there.
-                let record = match active {
-                    true => Some(decode(&body.query_row([p.rowid], |r| r.get::<_, String>(0))?)?),
-                    false => None,
-                };
-                out.push(Neighbour { id: p.id, score, states, record });
-            }
-        }
-        Ok(out)
+        // Same transaction as the index sync: the row the index proposed is there.
+        neighbours(q, scored, |rowid| decode(&body.query_row([rowid], |r| r.get::<_, String>(0))?))
     }
 
     fn get_many(&self, ids: &[RecordId]) -> Result<Vec<Memory>> {
@@ -174,38 +159,15 @@ impl Store for SqliteStore {
         offset: usize,
         limit: usize,
     ) -> Result<Vec<Memory>> {
-        let mut w = Where::new();
-        w.access(access);
-        w.filter(filter);
-        w.gate(gate);
+        let mut w = Where::read(access, filter, gate);
         if let Some(c) = cursor {
-            w.and(
-                "m.created_at < ? OR (m.created_at = ? AND m.id < ?)",
-                [
-                    Value::Integer(c.created_at.as_micros()),
-                    Value::Integer(c.created_at.as_micros()),
-                    Value::Text(c.id.to_string()),
-                ],
-            );
+            w.past(Order::Recent, c.created_at, &c.id);
         }
-        w.params.push(Value::Integer(limit as i64));
-        w.params.push(Value::Integer(offset as i64));
-        let conn = self.read()?;
-        let mut stmt = conn.prepare(&format!(
-            "SELECT m.body FROM memories m WHERE {} ORDER BY m.created_at DESC, m.id DESC
-             LIMIT ? OFFSET ?",
-            w.sql
-        ))?;
-        let bodies: Vec<String> =
-            stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
-        bodies.iter().map(|b| decode(b)).collect()
+        bodies(&*self.read()?, w, Order::Recent.sql(), limit, offset)
     }
 
     fn count(&self, access: &Access, filter: &Filter, gate: Gate) -> Result<u64> {
-        let mut w = Where::new();
-        w.access(access);
-        w.filter(filter);
-        w.gate(gate);
+        let w = Where::read(access, filter, gate);
         let conn = self.read()?;
         let n: i64 = conn.query_row(
             &format!("SELECT count(*) FROM memories m WHERE {}", w.sql),
@@ -234,7 +196,7 @@ impl Store for SqliteStore {
         gate: Gate,
         limit: usize,
     ) -> Result<Vec<TagCount>> {
-        let mut w = Where::new();
+        let mut w = Where::default();
         w.access(access);
         if let Some(s) = scope {
             w.and("m.scope = ?", [Value::Text(s.as_str().to_owned())]);
@@ -266,40 +228,23 @@ impl Store for SqliteStore {
         let body = encode(new)?;
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let mut rejection = SupersedeRejection::default();
-        {
-            let mut check = tx.prepare_cached(&format!(
-                "SELECT category, superseded_by FROM memories WHERE id = ?1 AND {}",
-                owned_by(access, 2)
-            ))?;
-            for t in targets {
-                let row: Option<(String, Option<String>)> = check
-                    .query_row(params![t.to_string(), access.owner], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .optional()?;
-                match row {
-                    None => rejection.not_found.push(*t),
-                    Some((category, _)) if category == Category::Rule.as_str() => {
-                        rejection.rules.push(*t)
-                    }
-                    Some((_, Some(_))) => rejection.already_superseded.push(*t),
-                    Some(_) => {}
-                }
-            }
-        }
+        let mut check = tx.prepare_cached(&format!(
+            "SELECT category, superseded_by IS NOT NULL FROM memories WHERE id = ?1 AND {}",
+            owned_by(access, 2)
+        ))?;
+        let rejection = SupersedeRejection::of(targets, |t| {
+            let row = check
+                .query_row(params![t.to_string(), access.owner], |r| Ok((r.get(0)?, r.get(1)?)));
+            Ok(row.optional()?)
+        })?;
+        drop(check);
         if !rejection.is_empty() {
             return Ok(Err(rejection));
         }
         let rowid = write_row(&tx, new, &body)?;
         write_vector(&tx, rowid, embedding)?;
-        {
-            let mut stamp = tx.prepare_cached(&format!(
-                "UPDATE memories SET superseded_by = ?1,
-                    body = json_set(body, '$.superseded_by', ?1, {STAMP_VERSION})
-                 WHERE id = ?3"
-            ))?;
-            for t in targets {
-                stamp.execute(params![new.id.to_string(), SCHEMA_VERSION, t.to_string()])?;
-            }
+        for t in targets {
+            stamp_successor(&tx, t, &new.id)?;
         }
         if let Some(e) = idempotency {
             tx.execute(
@@ -314,24 +259,11 @@ impl Store for SqliteStore {
 
     fn idempotency(&self, access: &Access, key: &str) -> Result<Option<IdempotencyEntry>> {
         let conn = self.read()?;
-        let row: Option<(String, String, String)> = conn
-            .query_row(
-                "SELECT fingerprint, id, short_id FROM idempotency WHERE owner = ?1 AND key = ?2",
-                params![access.owner, key],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()?;
-        row.map(|(fingerprint, id, short)| {
-            Ok(IdempotencyEntry {
-                key: key.to_owned(),
-                fingerprint,
-                id: RecordId::parse(&id)
-                    .ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))?,
-                short_id: ShortId::parse(&short)
-                    .ok_or_else(|| StoreError::Corrupt(format!("bad short id {short}")))?,
-            })
-        })
-        .transpose()
+        let mut stmt = conn.prepare_cached(
+            "SELECT fingerprint, id, short_id FROM idempotency WHERE owner = ?1 AND key = ?2",
+        )?;
+        let mut rows = stmt.query(params![access.owner, key])?;
+        rows.next()?.map(|r| IdempotencyEntry::read(key, r)).transpose()
     }
 
     fn set_archived(
@@ -395,7 +327,7 @@ impl Store for SqliteStore {
             ),
             tags.iter().map(|t| Value::Text(t.clone())),
         );
-        self.select_recent(w, limit)
+        bodies(&*self.read()?, w, Order::Recent.sql(), limit, 0)
     }
 
     fn with_any_citation(
@@ -421,7 +353,7 @@ impl Store for SqliteStore {
                 [Value::Text(c.kind.as_str().to_owned()), Value::Text(c.reference.clone())]
             }),
         );
-        self.select_recent(w, limit)
+        bodies(&*self.read()?, w, Order::Recent.sql(), limit, 0)
     }
 
     fn adjacent(
@@ -433,12 +365,8 @@ impl Store for SqliteStore {
         model: &str,
         radius: usize,
     ) -> Result<Vec<Adjacent>> {
-        let mut f = filter.clone();
-        f.scope = ScopeFilter::All;
-        let mut w = Where::new();
-        w.access(access);
-        w.filter(&f);
-        w.gate(gate);
+        let f = Filter { scope: ScopeFilter::All, ..filter.clone() };
+        let w = Where::read(access, &f, gate);
         // The anchor's scope and position come after the filter's parameters; the row-value
         // comparison lets SQLite seek `memories_scope_recent` to the anchor and step
         // `radius` rows.
@@ -499,19 +427,8 @@ impl Store for SqliteStore {
         gate: Gate,
         limit: usize,
     ) -> Result<Vec<Memory>> {
-        let mut w = Where::new();
-        w.access(access);
-        w.filter(filter);
-        w.gate(gate);
-        w.params.push(Value::Integer(limit as i64));
-        let conn = self.read()?;
-        let mut stmt = conn.prepare(&format!(
-            "SELECT m.body FROM memories m WHERE {} ORDER BY m.created_at ASC, m.id ASC LIMIT ?",
-            w.sql
-        ))?;
-        let bodies: Vec<String> =
-            stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
-        bodies.iter().map(|b| decode(b)).collect()
+        let w = Where::read(access, filter, gate);
+        bodies(&*self.read()?, w, Order::Oldest.sql(), limit, 0)
     }
 
     fn embedder_models(&self) -> Result<Vec<(String, u64)>> {
@@ -539,15 +456,10 @@ impl Store for SqliteStore {
              WHERE (v.memory IS NULL OR v.model <> ?1) AND m.id > ?2
              ORDER BY m.id LIMIT ?3",
         )?;
-        let rows = stmt.query_map(params![model, after, limit as i64], |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
-        })?;
+        let mut rows = stmt.query(params![model, after, limit as i64])?;
         let mut out = Vec::new();
-        for row in rows {
-            let (id, content) = row?;
-            let id =
-                RecordId::parse(&id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))?;
-            out.push((id, content));
+        while let Some(r) = rows.next()? {
+            out.push((parse_id(&r.get::<_, String>(0)?)?, r.get(1)?));
         }
         Ok(out)
     }
@@ -564,20 +476,5 @@ impl Store for SqliteStore {
         write_vector(&tx, rowid, embedding)?;
         tx.commit()?;
         Ok(true)
-    }
-}
-
-impl SqliteStore {
-    /// Rows matching `w`, most recent first, at most `limit`.
-    fn select_recent(&self, mut w: Where, limit: usize) -> Result<Vec<Memory>> {
-        w.params.push(Value::Integer(limit as i64));
-        let conn = self.read()?;
-        let mut stmt = conn.prepare(&format!(
-            "SELECT m.body FROM memories m WHERE {} ORDER BY m.created_at DESC, m.id DESC LIMIT ?",
-            w.sql
-        ))?;
-        let bodies: Vec<String> =
-            stmt.query_map(params_from_iter(w.params), |r| r.get(0))?.collect::<Result<_, _>>()?;
-        bodies.iter().map(|b| decode(b)).collect()
     }
 }

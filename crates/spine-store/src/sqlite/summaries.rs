@@ -17,7 +17,8 @@ use rusqlite::{params, params_from_iter};
 use spine_core::{RecordId, SCHEMA_VERSION, Timestamp};
 
 use super::{STAMP_VERSION, SqliteStore, Where};
-use crate::{AutoSummary, MissingSummaries, Result, StoreError, SummaryCandidate, SummaryStore};
+use crate::predicate::Order;
+use crate::{AutoSummary, MissingSummaries, Result, SummaryCandidate, SummaryStore};
 
 /// SQL: the record has no summary, and none written by a client (SPEC: never touched).
 const NO_SUMMARY: &str = "coalesce(json_extract(m.body, '$.summary'), '') = '' \
@@ -25,7 +26,7 @@ const NO_SUMMARY: &str = "coalesce(json_extract(m.body, '$.summary'), '') = '' \
 
 impl MissingSummaries {
     fn to_where(&self) -> Where {
-        let mut w = Where::new();
+        let mut w = Where::default();
         if let Some(scope) = &self.scope {
             w.and("m.scope = ?", [Value::Text(scope.as_str().to_owned())]);
         }
@@ -60,37 +61,17 @@ impl SummaryStore for SqliteStore {
     ) -> Result<Vec<SummaryCandidate>> {
         let mut w = which.to_where();
         if let Some((created_at, id)) = after {
-            w.and(
-                "m.created_at > ? OR (m.created_at = ? AND m.id > ?)",
-                [
-                    Value::Integer(created_at.as_micros()),
-                    Value::Integer(created_at.as_micros()),
-                    Value::Text(id.to_string()),
-                ],
-            );
+            w.past(Order::Oldest, created_at, &id);
         }
         w.params.push(Value::Integer(limit as i64));
         let conn = self.lock();
         let mut stmt = conn.prepare(&format!(
             "SELECT m.id, m.created_at, coalesce(json_extract(m.body, '$.content'), '')
-             FROM memories m WHERE {} ORDER BY m.created_at ASC, m.id ASC LIMIT ?",
-            w.sql
+             FROM memories m WHERE {} ORDER BY {} LIMIT ?",
+            w.sql,
+            Order::Oldest.sql()
         ))?;
-        let rows = stmt.query_map(params_from_iter(w.params), |r| {
-            Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (id, created_at, content) = row?;
-            let id =
-                RecordId::parse(&id).ok_or_else(|| StoreError::Corrupt(format!("bad id {id}")))?;
-            out.push(SummaryCandidate {
-                id,
-                created_at: Timestamp::from_micros(created_at),
-                content,
-            });
-        }
-        Ok(out)
+        stmt.query_and_then(params_from_iter(w.params), |r| SummaryCandidate::read(r))?.collect()
     }
 
     /// Stores `summary` on record `id` with summary_source=auto, stamping the schema

@@ -15,21 +15,39 @@
 //! ([`crate::record_digest`]) leaves out the access statistics: reading a record is not a
 //! change worth re-exporting for. (Tested on both backends in `tests/transfer.rs`.)
 
-use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use spine_core::{EpochSeconds, Memory, RecordId, Scope};
 
-use super::{SqliteStore, decode, write_row, write_vector};
+use super::{SqliteStore, write_row, write_vector};
+use crate::codec::parse_id;
+use crate::operator::export_gate_verdict;
 use crate::{
-    ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, StoreError, StoredRecord,
-    StoredVector, TransferStore, record_digest,
+    ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, StoredRecord, TransferStore,
+    record_digest,
 };
 
-fn bad_id(id: &str) -> StoreError {
-    StoreError::Corrupt(format!("bad id {id}"))
+/// The extract-before-delete gate for each of `ids` (`crate::operator`): whether the record
+/// exists and was exported as it is now, and the file it was last exported to. On an open
+/// connection, so the purge's delete transaction, which holds the store's lock, can ask.
+pub(super) fn export_gate(
+    conn: &Connection,
+    ids: &[RecordId],
+) -> Result<Vec<(bool, Option<String>)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT m.body, e.digest, e.file FROM memories m JOIN exported e ON e.id = m.id
+         WHERE m.id = ?1",
+    )?;
+    ids.iter()
+        .map(|id| {
+            let row = stmt
+                .query_row([id.to_string()], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()?;
+            export_gate_verdict(row)
+        })
+        .collect()
 }
 
 impl TransferStore for SqliteStore {
-    /// How many records there are, in `scope` or in all.
     fn count_records(&self, scope: Option<&Scope>) -> Result<u64> {
         let conn = self.lock();
         let n: i64 = match scope {
@@ -43,9 +61,6 @@ impl TransferStore for SqliteStore {
         Ok(n as u64)
     }
 
-    /// Up to `limit` records after rowid `after`, in rowid order, in `scope` or in all,
-    /// with their vectors when `vectors`. One read transaction: a record and its vector are
-    /// read together.
     fn export_page(
         &self,
         scope: Option<&Scope>,
@@ -55,34 +70,21 @@ impl TransferStore for SqliteStore {
     ) -> Result<Vec<StoredRecord>> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
-        let mut out = Vec::new();
-        {
-            let mut stmt = tx.prepare_cached(
+        let out = tx
+            .prepare_cached(
                 "SELECT m.rowid, m.id, m.body, v.model, v.dims, v.vec
                  FROM memories m LEFT JOIN vectors v ON v.memory = m.rowid AND ?4
                  WHERE m.rowid > ?1 AND (?2 IS NULL OR m.scope = ?2)
                  ORDER BY m.rowid LIMIT ?3",
-            )?;
-            let mut rows =
-                stmt.query(params![after, scope.map(Scope::as_str), limit as i64, vectors])?;
-            while let Some(r) = rows.next()? {
-                let model: Option<String> = r.get(3)?;
-                let vector = match model {
-                    Some(model) => Some(StoredVector {
-                        model,
-                        dims: r.get::<_, i64>(4)? as usize,
-                        data: r.get(5)?,
-                    }),
-                    None => None,
-                };
-                out.push(StoredRecord { rowid: r.get(0)?, id: r.get(1)?, body: r.get(2)?, vector });
-            }
-        }
+            )?
+            .query_and_then(params![after, scope.map(Scope::as_str), limit as i64, vectors], |r| {
+                StoredRecord::read(r)
+            })?
+            .collect::<Result<_>>()?;
         tx.commit()?;
         Ok(out)
     }
 
-    /// For each id, whether a record with it exists.
     fn ids_present(&self, ids: &[RecordId]) -> Result<Vec<bool>> {
         let conn = self.lock();
         let mut stmt = conn.prepare_cached("SELECT 1 FROM memories WHERE id = ?1")?;
@@ -91,9 +93,6 @@ impl TransferStore for SqliteStore {
             .collect()
     }
 
-    /// Imports `records` in one transaction, in order: each is written with its payload
-    /// verbatim unless its id is present already or its short id belongs to another record.
-    /// Either every record of the batch is dealt with or, on an error, none is written.
     fn import_batch(&self, records: &[ImportRecord<'_>]) -> Result<Vec<ImportOutcome>> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -116,9 +115,7 @@ impl TransferStore for SqliteStore {
                 )
                 .optional()?;
             if let Some(holder) = holder {
-                out.push(ImportOutcome::ShortIdTaken(
-                    RecordId::parse(&holder).ok_or_else(|| bad_id(&holder))?,
-                ));
+                out.push(ImportOutcome::ShortIdTaken(parse_id(&holder)?));
                 continue;
             }
             let rowid = write_row(&tx, &r.memory, r.body)?;
@@ -131,8 +128,6 @@ impl TransferStore for SqliteStore {
         Ok(out)
     }
 
-    /// Up to `limit` records after rowid `after`, in rowid order, whose `not_after` is at or
-    /// before `cutoff` (expired at `cutoff`, SPEC States: half-open window).
     fn expired_page(
         &self,
         cutoff: EpochSeconds,
@@ -145,30 +140,12 @@ impl TransferStore for SqliteStore {
              WHERE not_after IS NOT NULL AND not_after <= ?1 AND rowid > ?2
              ORDER BY rowid LIMIT ?3",
         )?;
-        let rows = stmt.query_map(params![cutoff.as_secs(), after, limit as i64], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, i64>(4)?,
-            ))
-        })?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (rowid, id, short_id, scope, not_after) = row?;
-            out.push(ExpiredRecord {
-                rowid,
-                id: RecordId::parse(&id).ok_or_else(|| bad_id(&id))?,
-                short_id,
-                scope,
-                not_after: EpochSeconds::from_secs(not_after),
-            });
-        }
-        Ok(out)
+        stmt.query_and_then(params![cutoff.as_secs(), after, limit as i64], |r| {
+            ExpiredRecord::read(r)
+        })?
+        .collect()
     }
 
-    /// How many records are expired at `cutoff` (what [`SqliteStore::expired_page`] walks).
     fn count_expired(&self, cutoff: EpochSeconds) -> Result<u64> {
         let conn = self.lock();
         let n: i64 = conn.query_row(
@@ -179,9 +156,6 @@ impl TransferStore for SqliteStore {
         Ok(n as u64)
     }
 
-    /// Deletes each of `ids` that is still expired at `cutoff`, re-checked inside one
-    /// transaction; entry i is true when record i was deleted (false: gone already, or its
-    /// window was changed meanwhile). Tags and vector go with the record (cascade).
     fn delete_expired(&self, ids: &[RecordId], cutoff: EpochSeconds) -> Result<Vec<bool>> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -199,8 +173,6 @@ impl TransferStore for SqliteStore {
         Ok(out)
     }
 
-    /// The schema versions stamped on records, each with how many carry it (absent reads as
-    /// 0), ascending.
     fn schema_versions(&self) -> Result<Vec<(u32, u64)>> {
         let conn = self.lock();
         let mut stmt = conn.prepare(
@@ -214,14 +186,7 @@ impl TransferStore for SqliteStore {
         Ok(rows)
     }
 
-    /// Brings up to `limit` records after rowid `after` to this binary's schema version, in
-    /// one transaction (SPEC Versioning 2–7). A record below it is decoded with the current
-    /// record type — which gives every key added since its version its default: the steps
-    /// are additive only — re-encoded and stamped. A record at or above it is not
-    /// touched, so a newer record keeps its payload and stamp. A record whose re-encoding
-    /// would drop a key holding a value (written by a binary that knew more than this one)
-    /// is kept as it is and reported. Only the payload changes: no indexed column, so no
-    /// entry in the change log.
+    /// Only the payload changes: no indexed column, so no entry in the change log.
     fn migrate_page(&self, after: i64, limit: usize) -> Result<MigratePage> {
         let mut conn = self.lock();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -245,7 +210,6 @@ impl TransferStore for SqliteStore {
         Ok(page)
     }
 
-    /// Records that `records` were written to `file` at `at`, as they are now.
     fn mark_exported(&self, records: &[Memory], file: &str, at: EpochSeconds) -> Result<()> {
         let mut conn = self.lock();
         let tx = conn.transaction()?;
@@ -263,28 +227,8 @@ impl TransferStore for SqliteStore {
         Ok(())
     }
 
-    /// For each of `ids`, whether the record exists and was exported as it is now.
     fn exported_unchanged(&self, ids: &[RecordId]) -> Result<Vec<bool>> {
-        let conn = self.lock();
-        let mut stmt = conn.prepare_cached(
-            "SELECT m.body, e.digest FROM memories m JOIN exported e ON e.id = m.id
-             WHERE m.id = ?1",
-        )?;
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            let row: Option<(String, String)> = stmt
-                .query_row([id.to_string()], |r| Ok((r.get(0)?, r.get(1)?)))
-                .map(Some)
-                .or_else(|e| match e {
-                    rusqlite::Error::QueryReturnedNoRows => Ok(None),
-                    e => Err(e),
-                })?;
-            out.push(match row {
-                Some((body, digest)) => record_digest(&decode(&body)?)? == digest,
-                None => false,
-            });
-        }
-        Ok(out)
+        Ok(export_gate(&self.lock(), ids)?.into_iter().map(|(passes, _)| passes).collect())
     }
 }
 
@@ -292,6 +236,7 @@ impl TransferStore for SqliteStore {
 mod tests {
 
     use super::*;
+    use crate::codec::decode;
     use crate::sqlite::rows::encode;
     use crate::{Embedding, Store};
     use spine_core::SCHEMA_VERSION;

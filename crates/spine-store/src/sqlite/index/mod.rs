@@ -87,6 +87,7 @@ pub(crate) struct Proposal {
 }
 
 /// The filter with its strings resolved to interned ids; `None` when nothing can match.
+#[derive(Default)]
 struct Compiled {
     /// `Cond::Readable`: the owner's id (`NONE` when the owner has no record) and whether
     /// shared records pass; `None` for the operator.
@@ -259,20 +260,7 @@ impl Index {
             Some(m) => Some(self.lookup(m)?),
             None => None,
         };
-        let mut c = Compiled {
-            readable: None,
-            scope: None,
-            tags: vec![],
-            categories_any: None,
-            categories_none: vec![],
-            created_after: None,
-            created_before: None,
-            windowed_only: false,
-            exclude_archived_superseded: false,
-            kind: None,
-            model,
-            exclude,
-        };
+        let mut c = Compiled { model, exclude, ..Compiled::default() };
         for cond in predicate::conditions(access, f) {
             match cond {
                 Cond::Readable { owner, shared } => {
@@ -303,8 +291,9 @@ impl Index {
                 Cond::Windowed => c.windowed_only = true,
                 Cond::Current => c.exclude_archived_superseded = true,
                 Cond::Kind(k) => c.kind = Some(self.lookup(k.as_str())?),
-                // The gate is applied per slot by the caller (`propose`'s `is_active`).
-                Cond::State(_) => {}
+                // The gate is applied per slot by the caller (`propose`'s `is_active`); a
+                // filter never selects by state otherwise (only a purge does, in SQL).
+                Cond::State(_) | Cond::AnyState(_) => {}
             }
         }
         Some(c)
