@@ -10,8 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use spine_core::limits::{
-    DEFAULT_K, MAX_RULES_LISTED, RULES_ADVISORY_ABOVE, check_citations, check_content_bytes,
-    resolve_page,
+    MAX_RULES_LISTED, RULES_ADVISORY_ABOVE, check_citations, check_content_bytes,
 };
 use spine_core::{
     Caller, Category, Citation, DiscoveryKind, Error, Hint, Memory, RecordId, Scope, ScopeKind,
@@ -22,8 +21,7 @@ use spine_store::{Access, Embedding, Filter, Gate, NearestQuery, ScopeFilter};
 use crate::args::IdInput;
 use crate::args::{ListRulesArgs, SearchDiscoveryArgs, StoreDiscoveryArgs, StoreRuleArgs};
 use crate::memory::{check_rule_summary, content_limit, dedup_tags};
-use crate::recall::{check_query, scope_filter_with};
-use crate::request::RulesRequest;
+use crate::request::{DiscoveryRequest, Output, RulesRequest};
 use crate::views::{
     Coverage, DiscoveryResult, MemoryView, RuleEntry, RuleView, RulesResult, Stored,
 };
@@ -226,18 +224,17 @@ impl Service {
         caller: &Caller,
         a: SearchDiscoveryArgs,
     ) -> Result<DiscoveryResult, Error> {
-        check_query(&a.query)?;
-        let scope = scope_filter_with(a.scope.as_deref(), a.cross_spine, |s| {
-            parse_scope_of("scope", s, ScopeKind::Discovery)
-        })?;
-        let kind = a.kind;
-        let k = resolve_page("k", a.k, DEFAULT_K)?;
-        let budget = crate::budget::resolve(a.max_chars)?;
-        let mut filter = Filter::new(scope);
-        filter.categories_any = Some(vec![Category::Discovery]);
-        filter.kind = kind;
+        self.search_discoveries(caller, a.try_into()?)
+    }
 
-        let query_vec = self.embed_query(&a.query)?;
+    /// search_discovery's operation on a checked request.
+    pub fn search_discoveries(
+        &self,
+        caller: &Caller,
+        r: DiscoveryRequest,
+    ) -> Result<DiscoveryResult, Error> {
+        let DiscoveryRequest { query, filter, k, budget } = r;
+        let query_vec = self.embed_query(&query)?;
         let access = Access::read(caller);
         let now = self.clock.now();
         // The recall gate: only active records are ranked.
@@ -257,7 +254,7 @@ impl Service {
         let nearest: Vec<Memory> = hits.into_iter().map(|(_, m)| m).collect();
         // SPEC search_discovery: the reranker reorders the vector-similarity order.
         let discoveries = self
-            .apply_reranker(&a.query, nearest, |m| &m.content)
+            .apply_reranker(&query, nearest, |m| &m.content)
             .into_iter()
             .map(|(mut m, relevance)| {
                 let score = score_of.get(&m.id).copied().unwrap_or_default();
@@ -270,17 +267,8 @@ impl Service {
                 v
             })
             .collect();
-        let coverage = if a.cross_spine {
-            self.coverage(
-                &access,
-                &Filter {
-                    categories_any: Some(vec![Category::Discovery]),
-                    ..Filter::new(ScopeFilter::All)
-                },
-            )
-        } else {
-            Coverage::default()
-        };
+        // Only the categories of `filter` shape the coverage: discovery scopes.
+        let coverage = self.coverage_of(&access, &filter);
         let mut discoveries = discoveries;
         let truncated_by_budget = crate::budget::cut(&mut discoveries, budget);
         Ok(DiscoveryResult { discoveries, coverage, truncated_by_budget })
@@ -294,7 +282,7 @@ impl Service {
 
     /// list_rules' operation on a checked request.
     pub fn rules(&self, caller: &Caller, r: RulesRequest) -> Result<RulesResult, Error> {
-        let RulesRequest { scopes, tags, full, budget } = r;
+        let RulesRequest { scopes, tags, output: Output { full, budget } } = r;
         self.limits().check_tags("tags", &tags)?;
 
         let access = Access::read(caller);

@@ -10,6 +10,7 @@ use spine_core::{Caller, Category, Error, Hint, IdRef, MAX_ID_BYTES, Memory, Rec
 use spine_store::{Access, Embedding, IdempotencyEntry, SupersedeRejection};
 
 use crate::args::{BatchIdsArgs, StoreMemoryArgs, SupersedeMemoryArgs};
+use crate::request::BatchRequest;
 use crate::views::{BatchOutcome, BatchResult, ResolvedTarget, SupersedeResult};
 use crate::{Service, store_error};
 
@@ -80,7 +81,7 @@ fn rejection_error(
 }
 
 /// Checks the shape of a batch of ids (SPEC archive_memory): the only whole-call rejections.
-fn check_batch(ids: &[String]) -> Result<(), Error> {
+pub(crate) fn check_batch(ids: &[String]) -> Result<(), Error> {
     if ids.is_empty() {
         return Err(Error::invalid("ids", Hint::Required, "ids needs at least one record id"));
     }
@@ -289,23 +290,32 @@ impl Service {
 
     /// archive_memory: sets archived_at on each record the caller owns.
     pub fn archive_memory(&self, caller: &Caller, a: BatchIdsArgs) -> Result<BatchResult, Error> {
+        self.archive(caller, a.try_into()?)
+    }
+
+    /// archive_memory's operation on a checked request.
+    pub fn archive(&self, caller: &Caller, r: BatchRequest) -> Result<BatchResult, Error> {
         let at = self.clock.now().to_epoch_seconds();
-        self.batch(caller, a, Some(at), ["archived", "already_archived"])
+        self.batch(caller, r, Some(at), ["archived", "already_archived"])
     }
 
     /// restore_memory: clears archived_at on each record the caller owns.
     pub fn restore_memory(&self, caller: &Caller, a: BatchIdsArgs) -> Result<BatchResult, Error> {
-        self.batch(caller, a, None, ["restored", "not_archived"])
+        self.restore(caller, a.try_into()?)
+    }
+
+    /// restore_memory's operation on a checked request.
+    pub fn restore(&self, caller: &Caller, r: BatchRequest) -> Result<BatchResult, Error> {
+        self.batch(caller, r, None, ["restored", "not_archived"])
     }
 
     fn batch(
         &self,
         caller: &Caller,
-        a: BatchIdsArgs,
+        a: BatchRequest,
         at: Option<spine_core::EpochSeconds>,
         [changed, unchanged]: [&str; 2],
     ) -> Result<BatchResult, Error> {
-        check_batch(&a.ids)?;
         let owned = Access::owned(caller);
         let mut resolved: Vec<Option<RecordId>> = Vec::with_capacity(a.ids.len());
         for input in &a.ids {

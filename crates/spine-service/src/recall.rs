@@ -3,16 +3,16 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-use spine_core::limits::{
-    DEFAULT_LIST_LIMIT, MAX_QUERY_BYTES, resolve_page,
-};
+use spine_core::limits::MAX_QUERY_BYTES;
 use spine_core::{
     Caller, Category, Error, Hint, ListState, RecordId, ScheduledState, Scope, State, Timestamp,
 };
 use spine_store::{Access, Cursor, Filter, Gate, NearestQuery, ScopeFilter};
 
 use crate::args::{ListMemoryArgs, ListScheduledArgs, ListTagsArgs, SearchMemoryArgs};
-use crate::request::{ListRequest, PageStart, SearchRequest, TagsRequest};
+use crate::request::{
+    ListRequest, Output, PageStart, ScheduledRequest, SearchRequest, TagsRequest,
+};
 use crate::views::{
     Coverage, GateHidden, ListResult, MemoryView, SearchResult, TagCountView, TagsResult,
 };
@@ -180,7 +180,7 @@ impl Service {
 
     /// search_memory's operation on a checked request.
     pub fn search(&self, caller: &Caller, a: SearchRequest) -> Result<SearchResult, Error> {
-        let SearchRequest { query, filter, k, full, budget } = a;
+        let SearchRequest { query, filter, k, output: Output { full, budget } } = a;
         let span = tracing::trace_span!("search.embed_query").entered();
         let query_vec = self.embed_query(&query)?;
         drop(span);
@@ -248,7 +248,8 @@ impl Service {
         state: ListState,
         browse: bool,
     ) -> Result<ListResult, Error> {
-        let ListRequest { mut filter, limit, start, count_total, full, budget } = r;
+        let ListRequest { mut filter, limit, start, count_total, output } = r;
+        let Output { full, budget } = output;
         let PageStart { cursor, offset } = start;
         if !browse {
             filter.categories_none = vec![Category::Discovery];
@@ -320,21 +321,18 @@ impl Service {
         caller: &Caller,
         a: ListScheduledArgs,
     ) -> Result<ListResult, Error> {
-        let scope = scope_filter(a.scope.as_deref(), a.cross_spine)?;
-        let limit = resolve_page("limit", a.limit, DEFAULT_LIST_LIMIT)?;
+        self.scheduled(caller, a.try_into()?)
+    }
+
+    /// list_scheduled's operation on a checked request.
+    pub fn scheduled(&self, caller: &Caller, r: ScheduledRequest) -> Result<ListResult, Error> {
+        let ScheduledRequest { filter, state, limit, cursor } = r;
         let now = self.clock.now();
-        let gate = match a.state.unwrap_or(ScheduledState::Scheduled) {
+        let gate = match state {
             ScheduledState::Scheduled => Gate::ScheduledAt(now),
             ScheduledState::Expired => Gate::ExpiredAt(now),
             ScheduledState::All => Gate::ScheduledOrExpiredAt(now),
         };
-        let cursor =
-            a.cursor.as_deref().filter(|c| !c.is_empty()).map(decode_cursor).transpose()?;
-        let mut filter = Filter::new(scope);
-        filter.windowed_only = true;
-        filter.exclude_archived_superseded = true;
-        filter.created_after = a.created_after;
-        filter.created_before = a.created_before;
         // SPEC Authentication 6: owner-only, even across scopes.
         let access = Access::owned(caller);
         let mut rows =
@@ -347,10 +345,9 @@ impl Service {
                 MemoryView::new(m, states, false)
             })
             .collect();
-        let coverage = if a.cross_spine {
-            self.coverage(&access, &Filter::new(ScopeFilter::All))
-        } else {
-            Coverage::default()
+        let coverage = match filter.scope {
+            ScopeFilter::All => self.coverage(&access, &Filter::new(ScopeFilter::All)),
+            ScopeFilter::One(_) => Coverage::default(),
         };
         Ok(ListResult {
             memories,

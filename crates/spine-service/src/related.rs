@@ -12,7 +12,7 @@ use spine_core::{Caller, Error, IdRef, Memory, RecordId, Timestamp};
 use spine_store::{Access, Filter, Gate, NearestQuery, ScopeFilter};
 
 use crate::args::RelatedMemoriesArgs;
-use crate::request::RelatedRequest;
+use crate::request::{Output, RelatedRequest};
 use crate::views::{
     Direction, Edge, EdgeType, MemoryView, RelatedItem, RelatedResult, SharedCitation,
 };
@@ -129,7 +129,7 @@ impl Service {
 
     /// related_memories' operation on a checked request.
     pub fn related(&self, caller: &Caller, r: RelatedRequest) -> Result<RelatedResult, Error> {
-        let RelatedRequest { id, k, full, budget } = r;
+        let RelatedRequest { id, k, output: Output { full, budget } } = r;
         let access = Access::read(caller);
         let anchor = self.find(&access, &id)?;
         let now = self.clock.now();

@@ -9,16 +9,36 @@
 //! This is ripgrep's `LowArgs` → `HiArgs`.
 
 use spine_core::limits::{DEFAULT_K, DEFAULT_LIST_LIMIT, DEFAULT_TAGS_LIMIT, resolve_page};
-use spine_core::{Error, Hint, Scope, ScopeKind};
+use spine_core::{Category, Error, Hint, ScheduledState, Scope, ScopeKind};
 use spine_store::{Cursor, Filter, ScopeFilter};
 
 use crate::args::{
-    IdInput, ListMemoryArgs, ListRulesArgs, ListTagsArgs, RelatedMemoriesArgs, SearchMemoryArgs,
+    BatchIdsArgs, IdInput, ListMemoryArgs, ListRulesArgs, ListScheduledArgs, ListTagsArgs,
+    RelatedMemoriesArgs, SearchDiscoveryArgs, SearchMemoryArgs,
 };
 use crate::budget;
 use crate::knowledge::parse_scope_of;
+use crate::lifecycle::check_batch;
 use crate::memory::dedup_tags;
-use crate::recall::{check_filter_tags, check_query, decode_cursor, scope_filter};
+use crate::recall::{
+    check_filter_tags, check_query, decode_cursor, scope_filter, scope_filter_with,
+};
+
+/// How the records of a result come back.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Output {
+    /// Every field of each record (else compact).
+    pub full: bool,
+    /// Most characters of records in the result; `None`: no budget.
+    pub budget: Option<usize>,
+}
+
+impl Output {
+    /// `full` and `max_chars` as given (`max_chars` 0 or omitted: no budget).
+    fn resolve(full: bool, max_chars: Option<u64>) -> Result<Self, Error> {
+        Ok(Output { full, budget: budget::resolve(max_chars)? })
+    }
+}
 
 /// search_memory's request.
 #[derive(Debug, Clone)]
@@ -29,10 +49,8 @@ pub struct SearchRequest {
     pub filter: Filter,
     /// How many hits, 1..=1000.
     pub k: usize,
-    /// Every field of each record (else compact).
-    pub full: bool,
-    /// Most characters of records in the result; `None`: no budget.
-    pub budget: Option<usize>,
+    /// Compact or full, and the character budget.
+    pub output: Output,
 }
 
 /// The store filter of the recall tools' shared arguments (tags checked, categories by
@@ -56,11 +74,11 @@ impl TryFrom<SearchMemoryArgs> for SearchRequest {
         check_query(&a.query)?;
         let scope = scope_filter(a.scope.as_deref(), a.cross_spine)?;
         let k = resolve_page("k", a.k, DEFAULT_K)?;
-        let budget = budget::resolve(a.max_chars)?;
+        let output = Output::resolve(a.full, a.max_chars)?;
         let mut filter = recall_filter(scope, a.tags, a.categories)?;
         filter.created_after = a.created_after;
         filter.created_before = a.created_before;
-        Ok(SearchRequest { query: a.query, filter, k, full: a.full, budget })
+        Ok(SearchRequest { query: a.query, filter, k, output })
     }
 }
 
@@ -71,8 +89,7 @@ impl SearchRequest {
             query,
             filter: Filter::new(ScopeFilter::One(scope)),
             k,
-            full: false,
-            budget: None,
+            output: Output::default(),
         }
     }
 }
@@ -97,10 +114,8 @@ pub struct ListRequest {
     pub start: PageStart,
     /// SPEC list_memory: a cross-spine list with an explicit limit counts every match.
     pub count_total: bool,
-    /// Every field of each record (else compact).
-    pub full: bool,
-    /// Most characters of records in the result; `None`: no budget.
-    pub budget: Option<usize>,
+    /// Compact or full, and the character budget.
+    pub output: Output,
 }
 
 impl TryFrom<ListMemoryArgs> for ListRequest {
@@ -119,7 +134,7 @@ impl TryFrom<ListMemoryArgs> for ListRequest {
         }
         let cursor = cursor.map(decode_cursor).transpose()?;
         let offset = usize::try_from(a.offset.unwrap_or(0)).unwrap_or(usize::MAX);
-        let budget = budget::resolve(a.max_chars)?;
+        let output = Output::resolve(a.full, a.max_chars)?;
         let mut filter = recall_filter(scope, a.tags, a.categories)?;
         filter.created_after = a.created_after;
         filter.created_before = a.created_before;
@@ -129,8 +144,7 @@ impl TryFrom<ListMemoryArgs> for ListRequest {
             limit,
             start: PageStart { cursor, offset },
             count_total: a.cross_spine && explicit_limit,
-            full: a.full,
-            budget,
+            output,
         })
     }
 }
@@ -143,8 +157,7 @@ impl ListRequest {
             limit,
             start: PageStart::default(),
             count_total: false,
-            full: false,
-            budget: None,
+            output: Output::default(),
         }
     }
 }
@@ -181,17 +194,15 @@ pub struct RulesRequest {
     /// Rules with all of these tags, each once (their count is checked against the
     /// configured limit by the operation).
     pub tags: Vec<String>,
-    /// Every field of each rule (else the compact `ruleView`).
-    pub full: bool,
-    /// Most characters of records in the result; `None`: no budget.
-    pub budget: Option<usize>,
+    /// The compact `ruleView` or every field, and the character budget.
+    pub output: Output,
 }
 
 impl TryFrom<ListRulesArgs> for RulesRequest {
     type Error = Error;
 
     fn try_from(a: ListRulesArgs) -> Result<Self, Error> {
-        let budget = budget::resolve(a.max_chars)?;
+        let output = Output::resolve(a.full, a.max_chars)?;
         let mut scopes: Vec<Scope> = Vec::new();
         for (i, s) in a.scopes.unwrap_or_default().iter().enumerate() {
             let scope = parse_scope_of(&format!("scopes[{i}]"), s, ScopeKind::Rule)?;
@@ -200,14 +211,14 @@ impl TryFrom<ListRulesArgs> for RulesRequest {
             }
         }
         let tags = dedup_tags(a.tags.unwrap_or_default());
-        Ok(RulesRequest { scopes, tags, full: a.full, budget })
+        Ok(RulesRequest { scopes, tags, output })
     }
 }
 
 impl RulesRequest {
     /// Every rule of `scopes`, compact.
     pub fn of(scopes: Vec<Scope>) -> Self {
-        RulesRequest { scopes, tags: vec![], full: false, budget: None }
+        RulesRequest { scopes, tags: vec![], output: Output::default() }
     }
 }
 
@@ -218,10 +229,8 @@ pub struct RelatedRequest {
     pub id: IdInput,
     /// Nearest-by-meaning neighbours, 1..=1000.
     pub k: usize,
-    /// Every field of each record (else compact).
-    pub full: bool,
-    /// Most characters of records in the result; `None`: no budget.
-    pub budget: Option<usize>,
+    /// Compact or full, and the character budget.
+    pub output: Output,
 }
 
 impl TryFrom<RelatedMemoriesArgs> for RelatedRequest {
@@ -229,7 +238,86 @@ impl TryFrom<RelatedMemoriesArgs> for RelatedRequest {
 
     fn try_from(a: RelatedMemoriesArgs) -> Result<Self, Error> {
         let k = resolve_page("k", a.k, DEFAULT_K)?;
+        let output = Output::resolve(a.full, a.max_chars)?;
+        Ok(RelatedRequest { id: a.id, k, output })
+    }
+}
+
+/// search_discovery's request.
+#[derive(Debug, Clone)]
+pub struct DiscoveryRequest {
+    /// Non-blank, at most `MAX_QUERY_BYTES`.
+    pub query: String,
+    /// Discovery records of the scope selection (`All` = cross-spine), of one kind or both.
+    pub filter: Filter,
+    /// How many hits, 1..=1000.
+    pub k: usize,
+    /// Most characters of records in the result; `None`: no budget.
+    pub budget: Option<usize>,
+}
+
+impl TryFrom<SearchDiscoveryArgs> for DiscoveryRequest {
+    type Error = Error;
+
+    fn try_from(a: SearchDiscoveryArgs) -> Result<Self, Error> {
+        check_query(&a.query)?;
+        let scope = scope_filter_with(a.scope.as_deref(), a.cross_spine, |s| {
+            parse_scope_of("scope", s, ScopeKind::Discovery)
+        })?;
+        let k = resolve_page("k", a.k, DEFAULT_K)?;
         let budget = budget::resolve(a.max_chars)?;
-        Ok(RelatedRequest { id: a.id, k, full: a.full, budget })
+        let mut filter = Filter::new(scope);
+        filter.categories_any = Some(vec![Category::Discovery]);
+        filter.kind = a.kind;
+        Ok(DiscoveryRequest { query: a.query, filter, k, budget })
+    }
+}
+
+/// list_scheduled's request.
+#[derive(Debug, Clone)]
+pub struct ScheduledRequest {
+    /// The caller's windowed records, neither archived nor superseded, of the scope selection
+    /// (`All` = cross-spine) and created range.
+    pub filter: Filter,
+    /// Which of them: scheduled, expired or both.
+    pub state: ScheduledState,
+    /// Page size, 1..=1000.
+    pub limit: usize,
+    /// After the record of a previous page's `next_cursor`.
+    pub cursor: Option<Cursor>,
+}
+
+impl TryFrom<ListScheduledArgs> for ScheduledRequest {
+    type Error = Error;
+
+    fn try_from(a: ListScheduledArgs) -> Result<Self, Error> {
+        let scope = scope_filter(a.scope.as_deref(), a.cross_spine)?;
+        let limit = resolve_page("limit", a.limit, DEFAULT_LIST_LIMIT)?;
+        let state = a.state.unwrap_or(ScheduledState::Scheduled);
+        let cursor =
+            a.cursor.as_deref().filter(|c| !c.is_empty()).map(decode_cursor).transpose()?;
+        let mut filter = Filter::new(scope);
+        filter.windowed_only = true;
+        filter.exclude_archived_superseded = true;
+        filter.created_after = a.created_after;
+        filter.created_before = a.created_before;
+        Ok(ScheduledRequest { filter, state, limit, cursor })
+    }
+}
+
+/// archive_memory's and restore_memory's request.
+#[derive(Debug, Clone)]
+pub struct BatchRequest {
+    /// 1..=`MAX_BATCH_IDS` non-blank entries as the caller wrote them; each gets its own
+    /// outcome (a malformed one `not_found`), so they stay strings.
+    pub ids: Vec<String>,
+}
+
+impl TryFrom<BatchIdsArgs> for BatchRequest {
+    type Error = Error;
+
+    fn try_from(a: BatchIdsArgs) -> Result<Self, Error> {
+        check_batch(&a.ids)?;
+        Ok(BatchRequest { ids: a.ids })
     }
 }
