@@ -27,6 +27,11 @@ fn now() -> Timestamp {
     Timestamp::from_micros(NOW_S * 1_000_000)
 }
 
+/// An anonymous decision in `scope`, created now.
+fn record(scope: &str) -> Memory {
+    spine_testkit::records::record(scope, "r", "", NOW_S)
+}
+
 fn unit(v: Vec<f32>) -> Vec<f32> {
     let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
     v.into_iter().map(|x| x / n).collect()
@@ -273,19 +278,10 @@ fn the_union_of_any_and_active_is_returned_best_first() {
     let dir = tempfile::tempdir().unwrap();
     let store = SqliteStore::open(dir.path()).unwrap();
     let anon = Caller::anonymous();
-    let scope = Scope::parse("scope", "a:project:x").unwrap();
     let mut ids = vec![];
     // Cosines 1.0, 0.8, 0.6, 0.4 to the query [1, 0]; the two best are archived.
     for (i, x) in [1.0f32, 0.8, 0.6, 0.4].iter().enumerate() {
-        let mut m = Memory::new(
-            ShortId::mint(),
-            "r".into(),
-            scope.clone(),
-            Source::UserSaid,
-            Category::Decision,
-            &anon,
-            now(),
-        );
+        let mut m = record("a:project:x");
         if i < 2 {
             m.archived_at = Some(EpochSeconds::from_secs(NOW_S - 1));
         }
@@ -342,25 +338,11 @@ fn quantised_stages_keep_recall_at_10_against_an_exact_scan() {
     let store = SqliteStore::open(dir.path()).unwrap();
     let mut rng = StdRng::seed_from_u64(5);
     let clusters = Clusters::new(&mut rng, DIMS, 200);
-    let anon = Caller::anonymous();
-    let scope = Scope::parse("scope", "a:project:x").unwrap();
     let mut vectors = HashMap::new();
     // 12 000 records: six times the smallest shortlist, so the 1-bit stage cuts.
     for _ in 0..6 {
-        let batch: Vec<(Memory, Vec<f32>)> = (0..2000)
-            .map(|_| {
-                let m = Memory::new(
-                    ShortId::mint(),
-                    "r".into(),
-                    scope.clone(),
-                    Source::UserSaid,
-                    Category::Decision,
-                    &anon,
-                    now(),
-                );
-                (m, clusters.sample(&mut rng))
-            })
-            .collect();
+        let batch: Vec<(Memory, Vec<f32>)> =
+            (0..2000).map(|_| (record("a:project:x"), clusters.sample(&mut rng))).collect();
         for (m, v) in &batch {
             vectors.insert(m.id, v.clone());
         }
@@ -369,7 +351,7 @@ fn quantised_stages_keep_recall_at_10_against_an_exact_scan() {
         store.insert_batch(&items).unwrap();
     }
     let all: Vec<RecordId> = vectors.keys().copied().collect();
-    let access = Access::read(&anon);
+    let access = Access::read(&Caller::anonymous());
     let filter = Filter::new(ScopeFilter::All);
     let (mut hits, queries) = (0, 100);
     for _ in 0..queries {
@@ -393,18 +375,6 @@ fn own_and_foreign_writes_reach_the_next_search() {
     let access = Access::read(&anon);
     let owned = Access::owned(&anon);
     let filter = Filter::new(ScopeFilter::All);
-    let scope = Scope::parse("scope", "a:project:x").unwrap();
-    let record = || {
-        Memory::new(
-            ShortId::mint(),
-            "r".into(),
-            scope.clone(),
-            Source::UserSaid,
-            Category::Decision,
-            &anon,
-            now(),
-        )
-    };
     let scores = |s: &SqliteStore| -> Vec<(RecordId, f32)> {
         let mut v: Vec<(RecordId, f32)> = nearest(s, &access, &filter, &[1.0, 0.0], 100, 0)
             .into_iter()
@@ -418,12 +388,12 @@ fn own_and_foreign_writes_reach_the_next_search() {
         v
     };
 
-    let one = record();
+    let one = record("a:project:x");
     a.insert(&one, Embedding { model: MODEL, vector: &[1.0, 0.0] }).unwrap();
     assert_eq!(scores(&a), vec![(one.id, 1.0)], "first load");
 
     // Own writes after the load: insert, replace with a new vector, archive.
-    let two = record();
+    let two = record("a:project:x");
     a.insert(&two, Embedding { model: MODEL, vector: &[0.0, 1.0] }).unwrap();
     a.replace(&owned, &one, Some(Embedding { model: MODEL, vector: &[0.6, 0.8] })).unwrap();
     assert_eq!(scores(&a), sorted(vec![(one.id, 0.6), (two.id, 0.0)]));
@@ -432,7 +402,7 @@ fn own_and_foreign_writes_reach_the_next_search() {
     assert_eq!(states.iter().find(|n| n.id == two.id).unwrap().states.len(), 1, "archived seen");
 
     // Another connection (another process) writes: a new record, a re-embedded one, a delete.
-    let three = record();
+    let three = record("a:project:x");
     b.insert(&three, Embedding { model: MODEL, vector: &[0.8, 0.6] }).unwrap();
     b.set_vector(&two.id, Embedding { model: MODEL, vector: &[1.0, 0.0] }).unwrap();
     b.delete(&owned, &one.id).unwrap();
@@ -440,7 +410,7 @@ fn own_and_foreign_writes_reach_the_next_search() {
 
     // A reader that fell behind the change log (pruned past it) reloads in full.
     let conn = rusqlite::Connection::open(a.path()).unwrap();
-    let four = record();
+    let four = record("a:project:x");
     b.insert(&four, Embedding { model: MODEL, vector: &[0.0, 1.0] }).unwrap();
     b.delete(&owned, &three.id).unwrap();
     conn.execute("DELETE FROM changes WHERE seq < (SELECT max(seq) FROM changes)", []).unwrap();
@@ -448,15 +418,7 @@ fn own_and_foreign_writes_reach_the_next_search() {
 
     // Scopes (cross-spine coverage) follow foreign writes too, past the coverage cache.
     assert_eq!(a.scopes(&access, &filter, 10).unwrap(), vec!["a:project:x".to_owned()]);
-    let elsewhere = Memory::new(
-        ShortId::mint(),
-        "r".into(),
-        Scope::parse("scope", "b:project:new").unwrap(),
-        Source::UserSaid,
-        Category::Decision,
-        &anon,
-        now(),
-    );
+    let elsewhere = record("b:project:new");
     b.insert(&elsewhere, Embedding { model: MODEL, vector: &[0.0, -1.0] }).unwrap();
     assert_eq!(
         a.scopes(&access, &filter, 10).unwrap(),

@@ -5,7 +5,9 @@
 use spine_core::{
     Caller, Category, EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, Source, Timestamp,
 };
-use spine_store::{Access, Embedding, Filter, Gate, NearestQuery, ScopeFilter, SqliteStore, Store};
+use spine_store::{
+    Access, Embedding, Filter, Gate, NearestQuery, Neighbour, ScopeFilter, SqliteStore, Store,
+};
 
 const SCOPE: &str = "acme:project:ops";
 
@@ -44,6 +46,21 @@ fn fixture() -> Fixture {
     Fixture { _dir: dir, store, alice, bob, legacy }
 }
 
+/// The ten nearest of every state and the ten nearest active records `access` reads.
+fn nearest(store: &SqliteStore, access: &Access) -> Vec<Neighbour> {
+    let q = NearestQuery {
+        access,
+        filter: &Filter::new(ScopeFilter::All),
+        model: "m",
+        vector: &[1.0, 0.0],
+        now: Timestamp::from_micros(1_800_000_000_000_000),
+        any: 10,
+        active: 10,
+        exclude: None,
+    };
+    store.nearest(&q).unwrap()
+}
+
 fn ids(records: &[Memory]) -> Vec<RecordId> {
     let mut out: Vec<RecordId> = records.iter().map(|m| m.id).collect();
     out.sort();
@@ -60,17 +77,7 @@ fn the_operator_reads_every_owner_and_legacy_records() {
     assert_eq!(f.store.count(&op, &Filter::new(ScopeFilter::All), Gate::Off).unwrap(), 3);
     let legacy = f.store.resolve(&op, &IdRef::Id(f.legacy.id)).unwrap();
     assert_eq!(legacy.map(|m| m.id), Some(f.legacy.id));
-    let q = NearestQuery {
-        access: &op,
-        filter: &Filter::new(ScopeFilter::All),
-        model: "m",
-        vector: &[1.0, 0.0],
-        now: Timestamp::from_micros(1_800_000_000_000_000),
-        any: 10,
-        active: 10,
-        exclude: None,
-    };
-    assert_eq!(f.store.nearest(&q).unwrap().len(), 3, "the index has no owner predicate either");
+    assert_eq!(nearest(&f.store, &op).len(), 3, "the index has no owner predicate either");
 
     // An owner still sees only their own; the legacy record is nobody's.
     let alice = Access::read(&Caller::authenticated("a", "alice"));
@@ -113,18 +120,7 @@ fn nearest_returns_active_records_with_their_payload_and_hidden_ones_without() {
     let f = fixture();
     let op = Access::operator();
     f.store.set_archived(&op, &[f.bob.id], Some(EpochSeconds::from_secs(1_750_000_000))).unwrap();
-    let filter = Filter::new(ScopeFilter::All);
-    let q = NearestQuery {
-        access: &op,
-        filter: &filter,
-        model: "m",
-        vector: &[1.0, 0.0],
-        now: Timestamp::from_micros(1_800_000_000_000_000),
-        any: 10,
-        active: 10,
-        exclude: None,
-    };
-    let found = f.store.nearest(&q).unwrap();
+    let found = nearest(&f.store, &op);
     assert_eq!(found.len(), 3);
     for n in &found {
         match n.states.is_empty() {
