@@ -5,6 +5,7 @@
 //! One test binary for the crate; the binary's own tests drive the same commands end to end.
 
 mod chat;
+mod import_and_migrate;
 mod notes;
 mod reindex;
 mod review;

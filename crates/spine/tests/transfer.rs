@@ -1,9 +1,11 @@
 //! Export, import, prune-expired and migrate end to end: records written through the real
 //! binary over MCP, the operator commands run as the real binary on the same data
 //! directory (with a server still running where the test says so), results checked in the
-//! files, in the store and through the server.
+//! files, in the store and through the server. Flags, printing, exit codes and the
+//! composition with a running server; the import and migrate rules (strict lines, resume,
+//! files that are no export, stamping) are tested in-process in spine-ops.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use crate::common::*;
@@ -256,64 +258,26 @@ async fn five_records(files: &Path) -> (TempDir, Vec<String>) {
     (a, lines(&file))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn import_stops_at_a_malformed_line_with_nothing_of_its_batch_written_and_resumes() {
-    let files = TempDir::new().unwrap();
-    let (_a, good) = five_records(files.path()).await;
-    assert_eq!(good.len(), 7);
-
-    // Line 5 (the fourth record) is damaged; batches of 2 are lines 2–3, 4–5, 6.
-    let b = TempDir::new().unwrap();
-    let bad_file = files.path().join("bad.jsonl");
-    let mut bad = good.clone();
-    bad[4] = bad[4].replace(r#""source":"user-said""#, r#""source":"hearsay""#);
-    write_lines(&bad_file, &bad);
-    let r = refused(
-        b.path(),
-        &["import", bad_file.to_str().unwrap(), "--batch", "2"],
-        &[
-            "line 5:",
-            "not a valid Spine record",
-            "nothing from line 4 on was imported",
-            "2 records imported before it",
-        ],
-    )
-    .await;
-    assert!(r.stdout.is_empty(), "{}", r.stdout);
-    assert_eq!(open(b.path()).count_records(None).unwrap(), 2);
-
-    // Vectors are checked as strictly.
-    let mut bad_vector = good.clone();
-    let mut v: Value = serde_json::from_str(&bad_vector[5]).unwrap();
-    v["vector"]["dims"] = json!(383);
-    bad_vector[5] = v.to_string();
-    write_lines(&bad_file, &bad_vector);
-    refused(b.path(), &["import", bad_file.to_str().unwrap()], &["line 6:", "383 dims need 1532"])
-        .await;
-    assert_eq!(open(b.path()).count_records(None).unwrap(), 2, "nothing of that batch");
-
-    // The fixed file: the import continues, skipping what is there.
-    let good_file = files.path().join("good.jsonl");
-    write_lines(&good_file, &good);
-    let done = ok_run(b.path(), &["import", good_file.to_str().unwrap(), "--json"]).await.json();
-    assert_eq!((done["imported"].as_u64(), done["already_present"].as_u64()), (Some(3), Some(2)));
-    let out = files.path().join("out.jsonl");
-    ok_run(b.path(), &["export", "-o", out.to_str().unwrap()]).await;
-    assert_eq!(lines(&out)[1..], good[1..], "the same record lines, in the same order");
-
-    // A file cut short (no end line): what it holds is imported, and the command says so.
-    let c = TempDir::new().unwrap();
-    let cut_file = files.path().join("cut.jsonl");
-    write_lines(&cut_file, &good[..4]);
-    let cut = refused(
-        c.path(),
-        &["import", cut_file.to_str().unwrap()],
-        &["cut short", "3 records it holds were imported"],
-    )
-    .await;
-    assert!(cut.stdout.contains("imported 3 records"), "{}", cut.stdout);
-    ok_run(c.path(), &["import", good_file.to_str().unwrap()]).await;
-    assert_eq!(open(c.path()).count_records(None).unwrap(), 5);
+/// Five plain records stored directly (no server, no model); the export file's lines.
+async fn five_stored(files: &Path) -> (TempDir, Vec<String>) {
+    let a = TempDir::new().unwrap();
+    let store = open(a.path());
+    let v: Vec<f32> = (0..384).map(|i| ((i * 7 % 13) as f32 - 6.0) / 10.0).collect();
+    for i in 0..5 {
+        let m = Memory::new(
+            ShortId::mint(),
+            format!("Convention number {i}: keep it simple."),
+            Scope::parse("scope", SCOPE).unwrap(),
+            Source::UserSaid,
+            Category::Convention,
+            &Caller::anonymous(),
+            Timestamp::from_micros(1_750_000_000_000_000 + i),
+        );
+        store.insert(&m, Embedding { model: BUILTIN, vector: &v }).unwrap();
+    }
+    let file = files.join("five.jsonl");
+    ok_run(a.path(), &["export", "-o", file.to_str().unwrap()]).await;
+    (a, lines(&file))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -509,24 +473,8 @@ async fn migrate_stamps_older_records_leaves_newer_ones_and_says_so_the_second_t
         (Some(1), Some(1))
     );
     assert_eq!(report["newer"], 1);
-    assert_eq!(report["kept"], json!([]));
-    let v = SCHEMA_VERSION.to_string();
-    let nv = newer_version.to_string();
-    assert_eq!(report["versions_before"], json!({"0": 1, v.clone(): 1, nv.clone(): 1}));
-    assert_eq!(report["versions_after"], json!({v.clone(): 2, nv.clone(): 1}));
-
-    // The newer record is untouched, byte for byte; the old one gained only its stamp.
-    let exported = ok_run(e.path(), &["export", "--no-vectors"]).await;
-    let by_id: BTreeMap<String, String> = exported
-        .stdout
-        .lines()
-        .skip(1)
-        .filter(|l| l.starts_with(r#"{"record""#))
-        .map(|l| (record_id(l), l.to_owned()))
-        .collect();
-    assert_eq!(by_id[&newer_id], newer);
-    let migrated: Value = serde_json::from_str(&by_id[&old_id]).unwrap();
-    assert_eq!(migrated["record"]["schema_version"], SCHEMA_VERSION);
+    // The server running on the directory serves the migrated record; the newer one keeps
+    // its stamp (the migrate rules are tested in-process in spine-ops).
     let got = ok(call(&server, "get_memory", json!({"id": old_id})).await);
     assert_eq!(got["schema_version"], SCHEMA_VERSION);
     assert_eq!(got["content"], "Written before schema versions.");
@@ -534,7 +482,6 @@ async fn migrate_stamps_older_records_leaves_newer_ones_and_says_so_the_second_t
     assert_eq!(got["schema_version"], newer_version, "never lowered");
 
     // Idempotent: the second run changes nothing and says so.
-    let exported = ok_run(e.path(), &["export", "--no-vectors"]).await;
     let second = ok_run(e.path(), &["migrate"]).await;
     assert!(
         second.stdout.contains("nothing to migrate: 2 records at schema version"),
@@ -542,11 +489,6 @@ async fn migrate_stamps_older_records_leaves_newer_ones_and_says_so_the_second_t
         second.stdout
     );
     assert!(second.stdout.contains("1 record stamped newer"), "{}", second.stdout);
-    let after = ok_run(e.path(), &["export", "--no-vectors"]).await;
-    assert_eq!(
-        after.stdout.lines().skip(1).collect::<Vec<_>>(),
-        exported.stdout.lines().skip(1).collect::<Vec<_>>()
-    );
     server.cancel().await.unwrap();
 
     // An old record carrying a key this spine does not know is kept, never stripped.
@@ -561,14 +503,12 @@ async fn migrate_stamps_older_records_leaves_newer_ones_and_says_so_the_second_t
         refused(f.path(), &["migrate"], &["1 record could not be migrated without losing data"])
             .await;
     assert!(r.stdout.contains(&odd_id) && r.stdout.contains("mystery"), "{}", r.stdout);
-    let exported = ok_run(f.path(), &["export", "--no-vectors"]).await;
-    assert_eq!(exported.stdout.lines().nth(1).unwrap(), odd);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn misuse_exits_non_zero_with_a_message() {
     let files = TempDir::new().unwrap();
-    let (a, good) = five_records(files.path()).await;
+    let (a, good) = five_stored(files.path()).await;
     let a = a.path();
     let existing = files.path().join("five.jsonl");
     let before = std::fs::read(&existing).unwrap();
@@ -602,39 +542,20 @@ async fn misuse_exits_non_zero_with_a_message() {
         &["opening", "nope.jsonl"],
     )
     .await;
-    let empty = files.path().join("empty.jsonl");
-    std::fs::write(&empty, "").unwrap();
-    refused(&b, &["import", empty.to_str().unwrap()], &["is empty", "spine export"]).await;
-    let garbage = files.path().join("garbage.jsonl");
-    std::fs::write(&garbage, "id,content\n1,hello\n").unwrap();
-    refused(
-        &b,
-        &["import", garbage.to_str().unwrap()],
-        &["line 1:", "not a line of a spine export"],
-    )
-    .await;
     let headless = files.path().join("headless.jsonl");
     write_lines(&headless, &good[1..]);
     refused(&b, &["import", headless.to_str().unwrap()], &["line 1:", "not the header"]).await;
     assert!(!b.exists(), "a file that is no export creates no store");
-    let future = files.path().join("future.jsonl");
-    let mut lines_future = good.clone();
-    lines_future[0] = lines_future[0].replace(r#""version":1"#, r#""version":2"#);
-    write_lines(&future, &lines_future);
-    refused(&b, &["import", future.to_str().unwrap()], &["newer spine", "format 2"]).await;
-    let trailing = files.path().join("trailing.jsonl");
-    let mut lines_trailing = good.clone();
-    lines_trailing.push(good[1].clone());
-    write_lines(&trailing, &lines_trailing);
-    refused(&b, &["import", trailing.to_str().unwrap()], &["line 8:", "after the end line"]).await;
-    let miscounted = files.path().join("miscounted.jsonl");
-    let mut lines_miscounted = good.clone();
-    lines_miscounted[6] = r#"{"end":{"records":9}}"#.into();
-    write_lines(&miscounted, &lines_miscounted);
-    refused(
-        &b,
-        &["import", miscounted.to_str().unwrap()],
-        &["counts 9 records but the file holds 5"],
+    // The import rules on the file (its lines, its end) are tested in-process in spine-ops;
+    // here a file cut short: what it holds is imported, and the command says so and fails.
+    let c = TempDir::new().unwrap();
+    let cut_file = files.path().join("cut.jsonl");
+    write_lines(&cut_file, &good[..4]);
+    let cut = refused(
+        c.path(),
+        &["import", cut_file.to_str().unwrap()],
+        &["cut short", "3 records it holds were imported"],
     )
     .await;
+    assert!(cut.stdout.contains("imported 3 records"), "{}", cut.stdout);
 }
