@@ -312,8 +312,7 @@ impl MigratePage {
             return Ok(None);
         }
         m.schema_version = SCHEMA_VERSION;
-        let migrated =
-            serde_json::to_string(&m).map_err(|e| crate::StoreError::Corrupt(e.to_string()))?;
+        let migrated = crate::codec::encode(&m)?;
         let dropped = dropped_keys(body, &migrated);
         if !dropped.is_empty() {
             self.kept.push((id, format!("re-encoding would drop {}", dropped.join(", "))));

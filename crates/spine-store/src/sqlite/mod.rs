@@ -14,7 +14,7 @@ mod store;
 mod summaries;
 mod sync;
 mod transfer;
-pub(crate) mod verify;
+mod verify;
 
 pub(crate) use query::Where;
 pub(crate) use rows::{write_row, write_vector};
