@@ -92,42 +92,18 @@ pub fn is_recall_visible(m: &Memory, now: Timestamp) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
-        Category, EpochSeconds, RecordId, Scope, ShortId, Source, SummarySource, Visibility,
-    };
+    use crate::{Caller, Category, EpochSeconds, RecordId, Scope, ShortId, Source};
 
     fn record() -> Memory {
-        Memory {
-            id: RecordId::mint(),
-            short_id: ShortId::mint(),
-            content: "c".into(),
-            scope: Scope::parse("scope", "a:b:c").unwrap(),
-            repo: String::new(),
-            workspace: String::new(),
-            worktree_path: String::new(),
-            base_dir: String::new(),
-            source: Source::UserSaid,
-            category: Category::Decision,
-            tags: vec![],
-            summary: String::new(),
-            summary_source: SummarySource::None,
-            summary_model: String::new(),
-            summary_egress_at: None,
-            actor: String::new(),
-            owner: Some(String::new()),
-            visibility: Visibility::Private,
-            created_at: Timestamp::from_micros(0),
-            not_before: None,
-            not_after: None,
-            supersedes: vec![],
-            superseded_by: None,
-            archived_at: None,
-            access_count: 0,
-            last_accessed_at: None,
-            schema_version: 1,
-            kind: None,
-            citations: vec![],
-        }
+        Memory::new(
+            ShortId::mint(),
+            "c".into(),
+            Scope::parse("scope", "a:b:c").unwrap(),
+            Source::UserSaid,
+            Category::Decision,
+            &Caller::anonymous(),
+            Timestamp::from_micros(0),
+        )
     }
 
     const T: i64 = 1_800_000_000;
