@@ -3,7 +3,6 @@
 //! failing its record only, a refusing provider stopping the run, a record edited meanwhile
 //! keeping its edit, and the length bound.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Json;
@@ -91,7 +90,8 @@ fn seed(s: &SqliteStore, notes: &[&str]) -> Vec<RecordId> {
         .collect()
 }
 
-fn sweep(s: &SqliteStore, config: ChatConfig) -> Report {
+/// Summarizes every record without a summary with `provider`.
+fn sweep_with(s: &SqliteStore, provider: Provider) -> Report {
     let sweep = Sweep {
         which: MissingSummaries { scope: None, created_at_or_before: at(NOW) },
         limit: 0,
@@ -99,8 +99,12 @@ fn sweep(s: &SqliteStore, config: ChatConfig) -> Report {
         dry_run: false,
         max_summary_bytes: 2048,
     };
-    let (summarizer, endpoint) = Provider::Chat(config).summarizer().unwrap();
+    let (summarizer, endpoint) = provider.summarizer().unwrap();
     summarize_missing(s, &sweep, summarizer, endpoint, &Never, &mut Silent).unwrap()
+}
+
+fn sweep(s: &SqliteStore, config: ChatConfig) -> Report {
+    sweep_with(s, Provider::Chat(config))
 }
 
 fn now() -> Timestamp {
@@ -256,15 +260,7 @@ fn summaries_respect_max_chars() {
     // The built-in summarizer, on fresh records.
     let (_d, s) = store();
     let ids = seed(&s, &[long, "Short note. Second sentence here."]);
-    let sweep = Sweep {
-        which: MissingSummaries { scope: None, created_at_or_before: at(NOW) },
-        limit: 0,
-        older_than: None,
-        dry_run: false,
-        max_summary_bytes: 2048,
-    };
-    let (summarizer, _) = Provider::Extractive { max_chars: 20 }.summarizer().unwrap();
-    summarize_missing(&s, &sweep, Arc::clone(&summarizer), None, &Never, &mut Silent).unwrap();
+    sweep_with(&s, Provider::Extractive { max_chars: 20 });
     let got = records(&s, &ids);
     assert_eq!(got[0].summary, "The deployment…");
     assert_eq!(got[1].summary, "Short note.");

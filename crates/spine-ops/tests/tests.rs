@@ -1,8 +1,11 @@
 //! The operator use cases in-process, on a real SQLite store: the prune cut-off, the purge
 //! selection and chain rule, consolidation, archive / restore outcomes, migrate, export and
-//! import ([`transfer`]), the summarize sweep ([`summarize`]) and import-notes ([`notes`]).
+//! import ([`transfer`], [`import_and_migrate`]), the summarize sweep ([`summarize`], and
+//! with a chat model [`chat`]), re-embedding ([`reindex`]), the review commands on either
+//! backend ([`review`]) and import-notes ([`notes`]).
 //!
-//! One test binary for the crate; the binary's own tests drive the same commands end to end.
+//! One test binary for the crate; the binary's own tests drive each command once end to end
+//! (flags, printing, exit codes).
 
 mod chat;
 mod import_and_migrate;
