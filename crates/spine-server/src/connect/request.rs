@@ -39,28 +39,36 @@ fn time(field: &str, input: Option<&String>) -> Result<Option<Timestamp>, Error>
     parse_optional(field, input.map(String::as_str))
 }
 
+/// The arguments of a search or list message: its own fields as given, then the filter
+/// fields both share (declared once in `args::filter_args!`), NUL-checked and with their
+/// times parsed.
+macro_rules! recall_args {
+    ($r:ident => $args:ident { $($own:ident: $value:expr,)* }) => {{
+        nul_free_opt("scope", $r.scope.as_ref())?;
+        nul_free_each("tags", &$r.tags)?;
+        nul_free_each("categories", &$r.categories)?;
+        nul_free_opt("created_after", $r.created_after.as_ref())?;
+        nul_free_opt("created_before", $r.created_before.as_ref())?;
+        Ok($args {
+            $($own: $value,)*
+            created_after: time("created_after", $r.created_after.as_ref())?,
+            created_before: time("created_before", $r.created_before.as_ref())?,
+            scope: $r.scope,
+            tags: given($r.tags),
+            categories: given($r.categories),
+            full: $r.full,
+            cross_spine: $r.cross_spine,
+            max_chars: $r.max_chars,
+        })
+    }};
+}
+
 impl TryFrom<SearchMemoriesRequest> for SearchMemoryArgs {
     type Error = Error;
 
     fn try_from(r: SearchMemoriesRequest) -> Result<Self, Error> {
         nul_free("query", &r.query)?;
-        nul_free_opt("scope", r.scope.as_ref())?;
-        nul_free_each("tags", &r.tags)?;
-        nul_free_each("categories", &r.categories)?;
-        nul_free_opt("created_after", r.created_after.as_ref())?;
-        nul_free_opt("created_before", r.created_before.as_ref())?;
-        Ok(SearchMemoryArgs {
-            query: r.query,
-            k: r.k,
-            scope: r.scope,
-            tags: given(r.tags),
-            categories: given(r.categories),
-            created_after: time("created_after", r.created_after.as_ref())?,
-            created_before: time("created_before", r.created_before.as_ref())?,
-            full: r.full,
-            cross_spine: r.cross_spine,
-            max_chars: r.max_chars,
-        })
+        recall_args!(r => SearchMemoryArgs { query: r.query, k: r.k, })
     }
 }
 
@@ -69,24 +77,11 @@ impl TryFrom<ListMemoriesRequest> for ListMemoryArgs {
 
     /// `state` is not an argument of list_memory; the method reads it beside these.
     fn try_from(r: ListMemoriesRequest) -> Result<Self, Error> {
-        nul_free_opt("scope", r.scope.as_ref())?;
         nul_free_opt("cursor", r.cursor.as_ref())?;
-        nul_free_each("tags", &r.tags)?;
-        nul_free_each("categories", &r.categories)?;
-        nul_free_opt("created_after", r.created_after.as_ref())?;
-        nul_free_opt("created_before", r.created_before.as_ref())?;
-        Ok(ListMemoryArgs {
+        recall_args!(r => ListMemoryArgs {
             limit: Some(r.limit.filter(|l| *l > 0).unwrap_or(CONNECT_LIST_LIMIT)),
             cursor: r.cursor,
             offset: r.offset,
-            scope: r.scope,
-            tags: given(r.tags),
-            categories: given(r.categories),
-            created_after: time("created_after", r.created_after.as_ref())?,
-            created_before: time("created_before", r.created_before.as_ref())?,
-            full: r.full,
-            cross_spine: r.cross_spine,
-            max_chars: r.max_chars,
         })
     }
 }
