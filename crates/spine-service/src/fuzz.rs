@@ -12,7 +12,7 @@ use spine_core::{ErrorCode, Hint, RecordId, Timestamp};
 use spine_store::Cursor;
 
 use crate::args::*;
-use crate::recall::{decode_cursor, encode_cursor};
+use crate::request::{decode_cursor, encode_cursor};
 
 fn config() -> ProptestConfig {
     let cases = std::env::var("SPINE_FUZZ_CASES").ok().and_then(|c| c.parse().ok());

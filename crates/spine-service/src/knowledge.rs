@@ -21,33 +21,11 @@ use spine_store::{Access, Embedding, Filter, Gate, NearestQuery, ScopeFilter};
 use crate::args::IdInput;
 use crate::args::{ListRulesArgs, SearchDiscoveryArgs, StoreDiscoveryArgs, StoreRuleArgs};
 use crate::memory::{check_rule_summary, content_limit, dedup_tags};
-use crate::request::{DiscoveryRequest, Output, RulesRequest};
+use crate::request::{DiscoveryRequest, Output, RulesRequest, scope_of};
 use crate::views::{
     Coverage, DiscoveryResult, MemoryView, RuleEntry, RuleView, RulesResult, Stored,
 };
 use crate::{Service, store_error};
-
-/// Parses a scope that must hold records of kind `want`. Another kind's reserved run
-/// (`discovery:` / `rule:`) is `reserved_scope`; an ordinary memory scope is `malformed_scope`
-/// (it lacks the required prefix).
-pub(crate) fn parse_scope_of(field: &str, input: &str, want: ScopeKind) -> Result<Scope, Error> {
-    scope_of(field, Scope::parse(field, input)?, want)
-}
-
-/// `scope` when it holds records of kind `want`; the errors of [`parse_scope_of`].
-fn scope_of(field: &str, scope: Scope, want: ScopeKind) -> Result<Scope, Error> {
-    if scope.kind() == want {
-        return Ok(scope);
-    }
-    let expected = match want {
-        ScopeKind::Discovery => "a discovery scope starts with discovery: (discovery:repo:<repo>)",
-        ScopeKind::Rule => "a rule scope is rule:repo:<repo> or rule:project:<project>",
-        ScopeKind::Memory => "a memory scope is <run>:<tier>:<repo> outside discovery: and rule:",
-    };
-    let hint =
-        if scope.kind() == ScopeKind::Memory { Hint::MalformedScope } else { Hint::ReservedScope };
-    Err(Error::invalid(field, hint, format!("{field}: {expected}; got {:?}", scope.as_str())))
-}
 
 /// The validated client-written part of a discovery or a rule.
 struct Written {
@@ -363,6 +341,7 @@ impl Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::request::parse_scope_of;
 
     #[test]
     fn scope_of_another_kind_is_reserved_and_a_memory_scope_malformed() {

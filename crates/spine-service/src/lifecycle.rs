@@ -14,9 +14,6 @@ use crate::request::BatchRequest;
 use crate::views::{BatchOutcome, BatchResult, ResolvedTarget, SupersedeResult};
 use crate::{Service, store_error};
 
-/// Most entries in one archive_memory / restore_memory call (SPEC Limits).
-pub use spine_core::limits::MAX_BATCH_IDS as MAX_BATCH;
-
 /// Most bytes of an idempotency key (our choice; documented in docs/records.md).
 pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
 
@@ -78,37 +75,6 @@ fn rejection_error(
     } else {
         Error::failed_precondition("supersedes", Hint::RuleImmutable, message)
     })
-}
-
-/// Checks the shape of a batch of ids (SPEC archive_memory): the only whole-call rejections.
-pub(crate) fn check_batch(ids: &[String]) -> Result<(), Error> {
-    if ids.is_empty() {
-        return Err(Error::invalid("ids", Hint::Required, "ids needs at least one record id"));
-    }
-    if ids.len() > MAX_BATCH {
-        return Err(Error::invalid(
-            "ids",
-            Hint::TooMany,
-            format!("ids has {} entries; at most {MAX_BATCH} per call", ids.len()),
-        ));
-    }
-    for (i, id) in ids.iter().enumerate() {
-        if id.trim().is_empty() {
-            return Err(Error::invalid(
-                format!("ids[{i}]"),
-                Hint::Blank,
-                "an id must not be blank",
-            ));
-        }
-        if id.len() > MAX_ID_BYTES {
-            return Err(Error::invalid(
-                format!("ids[{i}]"),
-                Hint::TooLong,
-                format!("ids[{i}] is {} bytes; an id is at most {MAX_ID_BYTES}", id.len()),
-            ));
-        }
-    }
-    Ok(())
 }
 
 impl Service {
@@ -376,6 +342,8 @@ fn transaction_rejection(targets: &[Target], r: &SupersedeRejection) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::request::check_batch;
+    use spine_core::limits::MAX_BATCH_IDS as MAX_BATCH;
 
     #[test]
     fn fingerprint_ignores_target_order_but_not_content_or_set() {

@@ -27,7 +27,6 @@ use lru::LruCache;
 use spine_core::{Error, Memory, RecordId, Timestamp};
 use spine_store::{Access, Filter, Gate, NearestQuery};
 
-use crate::recall::Retrieved;
 use crate::views::GateHidden;
 use crate::{Service, store_error};
 
@@ -244,7 +243,33 @@ pub(crate) struct Ranking {
     pub(crate) hidden: GateHidden,
 }
 
+/// What [`Service::retrieve`] found.
+pub(crate) struct Retrieved {
+    /// Recall-visible records with their exact cosine to the query, best first.
+    pub(crate) hits: Vec<(f32, spine_core::Memory)>,
+    /// What the gate hid among the nearest of any state.
+    pub(crate) hidden: GateHidden,
+}
+
 impl Service {
+    /// The one retrieval path of search_memory, search_discovery and related_memories: the
+    /// `q.active` nearest recall-visible records with their exact cosines, best first, read
+    /// from one snapshot, and what the gate hid among the `q.any` nearest of any state
+    /// (SPEC search rule 4).
+    pub(crate) fn retrieve(&self, q: &NearestQuery<'_>) -> Result<Retrieved, Error> {
+        let nearest = self.store.nearest(q).map_err(store_error)?;
+        let mut hidden = GateHidden::default();
+        for n in nearest.iter().take(q.any) {
+            hidden.count(&n.states);
+        }
+        let hits = nearest
+            .into_iter()
+            .filter_map(|n| n.record.filter(|_| n.states.is_empty()).map(|m| (n.score, m)))
+            .take(q.active)
+            .collect();
+        Ok(Retrieved { hits, hidden })
+    }
+
     /// The ranking recipe (SPEC search rule 1), the steps of this module in order: the pool
     /// ([`rerank_pool`]) from the store, the lexical fusion ([`fuse`]), the neighbour step
     /// ([`neighbour_anchors`], `Store::adjacent`, a second fusion, [`neighbour_bonus`]), then

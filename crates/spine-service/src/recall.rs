@@ -1,84 +1,17 @@
 //! Recall: search_memory, list_memory, list_scheduled, list_tags — every one gated.
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-
-use spine_core::limits::MAX_QUERY_BYTES;
-use spine_core::{
-    Caller, Category, Error, Hint, ListState, RecordId, ScheduledState, Scope, State, Timestamp,
-};
-use spine_store::{Access, Cursor, Filter, Gate, NearestQuery, ScopeFilter};
+use spine_core::{Caller, Category, Error, ListState, ScheduledState, State};
+use spine_store::{Access, Cursor, Filter, Gate, ScopeFilter};
 
 use crate::args::{ListMemoryArgs, ListScheduledArgs, ListTagsArgs, SearchMemoryArgs};
 use crate::request::{
-    ListRequest, Output, PageStart, ScheduledRequest, SearchRequest, TagsRequest,
+    ListRequest, Output, PageStart, ScheduledRequest, SearchRequest, TagsRequest, encode_cursor,
 };
 use crate::views::{
     Coverage, GateHidden, ListResult, MemoryView, SearchResult, TagCountView, TagsResult,
 };
 use crate::{SCOPE_CEILING, Service, budget, rank, store_error};
 
-/// What [`Service::retrieve`] found.
-pub(crate) struct Retrieved {
-    /// Recall-visible records with their exact cosine to the query, best first.
-    pub(crate) hits: Vec<(f32, spine_core::Memory)>,
-    /// What the gate hid among the nearest of any state.
-    pub(crate) hidden: GateHidden,
-}
-
-/// `scope` is required unless `cross_spine` is true, in which case it is ignored.
-pub(crate) fn scope_filter(scope: Option<&str>, cross_spine: bool) -> Result<ScopeFilter, Error> {
-    scope_filter_with(scope, cross_spine, |s| Scope::parse("scope", s))
-}
-
-/// Like [`scope_filter`], validating the scope with `parse` (e.g. one record kind's scopes).
-pub(crate) fn scope_filter_with(
-    scope: Option<&str>,
-    cross_spine: bool,
-    parse: impl Fn(&str) -> Result<Scope, Error>,
-) -> Result<ScopeFilter, Error> {
-    if cross_spine {
-        return Ok(ScopeFilter::All);
-    }
-    match scope {
-        Some(s) if !s.is_empty() => Ok(ScopeFilter::One(parse(s)?)),
-        _ => Err(Error::invalid(
-            "scope",
-            Hint::Required,
-            "scope is required unless cross_spine is true",
-        )),
-    }
-}
-
-/// A search query: non-blank, at most [`MAX_QUERY_BYTES`].
-pub(crate) fn check_query(query: &str) -> Result<(), Error> {
-    if query.trim().is_empty() {
-        return Err(Error::invalid("query", Hint::Blank, "query must not be blank"));
-    }
-    if query.len() > MAX_QUERY_BYTES {
-        return Err(Error::invalid(
-            "query",
-            Hint::TooLong,
-            format!("query is {} bytes; at most {MAX_QUERY_BYTES}", query.len()),
-        ));
-    }
-    Ok(())
-}
-
-pub(crate) fn check_filter_tags(tags: &[String]) -> Result<(), Error> {
-    for (i, t) in tags.iter().enumerate() {
-        if t.trim().is_empty() {
-            return Err(Error::invalid(
-                format!("tags[{i}]"),
-                Hint::Blank,
-                "a tag filter must not be blank",
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// Opaque list cursor: the (created_at, id) of the last row returned.
 /// Cuts `rows` (fetched with one extra row) to `limit`; the cursor of the next page, empty
 /// when this page is the last.
 fn split_page(rows: &mut Vec<spine_core::Memory>, limit: usize) -> String {
@@ -88,30 +21,6 @@ fn split_page(rows: &mut Vec<spine_core::Memory>, limit: usize) -> String {
         Some(last) if more => encode_cursor(Cursor { created_at: last.created_at, id: last.id }),
         _ => String::new(),
     }
-}
-
-pub(crate) fn encode_cursor(c: Cursor) -> String {
-    URL_SAFE_NO_PAD.encode(format!("v1:{}:{}", c.created_at.as_micros(), c.id))
-}
-
-pub(crate) fn decode_cursor(s: &str) -> Result<Cursor, Error> {
-    let bad = || {
-        Error::invalid(
-            "cursor",
-            Hint::MalformedCursor,
-            "cursor must be a next_cursor value returned by this tool",
-        )
-    };
-    let raw = URL_SAFE_NO_PAD.decode(s).map_err(|_| bad())?;
-    let raw = String::from_utf8(raw).map_err(|_| bad())?;
-    let mut parts = raw.splitn(3, ':');
-    let (Some("v1"), Some(micros), Some(id)) = (parts.next(), parts.next(), parts.next()) else {
-        return Err(bad());
-    };
-    Ok(Cursor {
-        created_at: Timestamp::from_micros(micros.parse().map_err(|_| bad())?),
-        id: RecordId::parse(id).ok_or_else(bad)?,
-    })
 }
 
 impl Service {
@@ -149,24 +58,6 @@ impl Service {
             ScopeFilter::All => self.coverage(access, filter),
             ScopeFilter::One(_) => Coverage::default(),
         }
-    }
-
-    /// The one retrieval path of search_memory, search_discovery and related_memories: the
-    /// `q.active` nearest recall-visible records with their exact cosines, best first, read
-    /// from one snapshot, and what the gate hid among the `q.any` nearest of any state
-    /// (SPEC search rule 4).
-    pub(crate) fn retrieve(&self, q: &NearestQuery<'_>) -> Result<Retrieved, Error> {
-        let nearest = self.store.nearest(q).map_err(store_error)?;
-        let mut hidden = GateHidden::default();
-        for n in nearest.iter().take(q.any) {
-            hidden.count(&n.states);
-        }
-        let hits = nearest
-            .into_iter()
-            .filter_map(|n| n.record.filter(|_| n.states.is_empty()).map(|m| (n.score, m)))
-            .take(q.active)
-            .collect();
-        Ok(Retrieved { hits, hidden })
     }
 
     /// search_memory: the k nearest recall-visible memories, dense + lexical ordering.
@@ -384,6 +275,8 @@ impl Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::request::decode_cursor;
+    use spine_core::{Hint, RecordId, Timestamp};
 
     #[test]
     fn cursor_round_trips_and_rejects_forgeries() {

@@ -8,8 +8,14 @@
 //! them; the service's own callers (the prompt hook, the digest) build requests directly.
 //! This is ripgrep's `LowArgs` → `HiArgs`.
 
-use spine_core::limits::{DEFAULT_K, DEFAULT_LIST_LIMIT, DEFAULT_TAGS_LIMIT, resolve_page};
-use spine_core::{Category, Error, Hint, ScheduledState, Scope, ScopeKind};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use spine_core::limits::{
+    DEFAULT_K, DEFAULT_LIST_LIMIT, DEFAULT_TAGS_LIMIT, MAX_BATCH_IDS, MAX_QUERY_BYTES, resolve_page,
+};
+use spine_core::{
+    Category, Error, Hint, MAX_ID_BYTES, RecordId, ScheduledState, Scope, ScopeKind, Timestamp,
+};
 use spine_store::{Cursor, Filter, ScopeFilter};
 
 use crate::args::{
@@ -17,12 +23,138 @@ use crate::args::{
     RelatedMemoriesArgs, SearchDiscoveryArgs, SearchMemoryArgs,
 };
 use crate::budget;
-use crate::knowledge::parse_scope_of;
-use crate::lifecycle::check_batch;
 use crate::memory::dedup_tags;
-use crate::recall::{
-    check_filter_tags, check_query, decode_cursor, scope_filter, scope_filter_with,
-};
+
+/// `scope` is required unless `cross_spine` is true, in which case it is ignored.
+pub(crate) fn scope_filter(scope: Option<&str>, cross_spine: bool) -> Result<ScopeFilter, Error> {
+    scope_filter_with(scope, cross_spine, |s| Scope::parse("scope", s))
+}
+
+/// Like [`scope_filter`], validating the scope with `parse` (e.g. one record kind's scopes).
+pub(crate) fn scope_filter_with(
+    scope: Option<&str>,
+    cross_spine: bool,
+    parse: impl Fn(&str) -> Result<Scope, Error>,
+) -> Result<ScopeFilter, Error> {
+    if cross_spine {
+        return Ok(ScopeFilter::All);
+    }
+    match scope {
+        Some(s) if !s.is_empty() => Ok(ScopeFilter::One(parse(s)?)),
+        _ => Err(Error::invalid(
+            "scope",
+            Hint::Required,
+            "scope is required unless cross_spine is true",
+        )),
+    }
+}
+
+/// A search query: non-blank, at most [`MAX_QUERY_BYTES`].
+pub(crate) fn check_query(query: &str) -> Result<(), Error> {
+    if query.trim().is_empty() {
+        return Err(Error::invalid("query", Hint::Blank, "query must not be blank"));
+    }
+    if query.len() > MAX_QUERY_BYTES {
+        return Err(Error::invalid(
+            "query",
+            Hint::TooLong,
+            format!("query is {} bytes; at most {MAX_QUERY_BYTES}", query.len()),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_filter_tags(tags: &[String]) -> Result<(), Error> {
+    for (i, t) in tags.iter().enumerate() {
+        if t.trim().is_empty() {
+            return Err(Error::invalid(
+                format!("tags[{i}]"),
+                Hint::Blank,
+                "a tag filter must not be blank",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The opaque list cursor of a position: the (created_at, id) of the last row returned.
+pub(crate) fn encode_cursor(c: Cursor) -> String {
+    URL_SAFE_NO_PAD.encode(format!("v1:{}:{}", c.created_at.as_micros(), c.id))
+}
+
+/// A cursor as [`encode_cursor`] wrote it; anything else is `malformed_cursor`.
+pub(crate) fn decode_cursor(s: &str) -> Result<Cursor, Error> {
+    let bad = || {
+        Error::invalid(
+            "cursor",
+            Hint::MalformedCursor,
+            "cursor must be a next_cursor value returned by this tool",
+        )
+    };
+    let raw = URL_SAFE_NO_PAD.decode(s).map_err(|_| bad())?;
+    let raw = String::from_utf8(raw).map_err(|_| bad())?;
+    let mut parts = raw.splitn(3, ':');
+    let (Some("v1"), Some(micros), Some(id)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    Ok(Cursor {
+        created_at: Timestamp::from_micros(micros.parse().map_err(|_| bad())?),
+        id: RecordId::parse(id).ok_or_else(bad)?,
+    })
+}
+
+/// Parses a scope that must hold records of kind `want`. Another kind's reserved run
+/// (`discovery:` / `rule:`) is `reserved_scope`; an ordinary memory scope is `malformed_scope`
+/// (it lacks the required prefix).
+pub(crate) fn parse_scope_of(field: &str, input: &str, want: ScopeKind) -> Result<Scope, Error> {
+    scope_of(field, Scope::parse(field, input)?, want)
+}
+
+/// `scope` when it holds records of kind `want`; the errors of [`parse_scope_of`].
+pub(crate) fn scope_of(field: &str, scope: Scope, want: ScopeKind) -> Result<Scope, Error> {
+    if scope.kind() == want {
+        return Ok(scope);
+    }
+    let expected = match want {
+        ScopeKind::Discovery => "a discovery scope starts with discovery: (discovery:repo:<repo>)",
+        ScopeKind::Rule => "a rule scope is rule:repo:<repo> or rule:project:<project>",
+        ScopeKind::Memory => "a memory scope is <run>:<tier>:<repo> outside discovery: and rule:",
+    };
+    let hint =
+        if scope.kind() == ScopeKind::Memory { Hint::MalformedScope } else { Hint::ReservedScope };
+    Err(Error::invalid(field, hint, format!("{field}: {expected}; got {:?}", scope.as_str())))
+}
+
+/// Checks the shape of a batch of ids (SPEC archive_memory): the only whole-call rejections.
+pub(crate) fn check_batch(ids: &[String]) -> Result<(), Error> {
+    if ids.is_empty() {
+        return Err(Error::invalid("ids", Hint::Required, "ids needs at least one record id"));
+    }
+    if ids.len() > MAX_BATCH_IDS {
+        return Err(Error::invalid(
+            "ids",
+            Hint::TooMany,
+            format!("ids has {} entries; at most {MAX_BATCH_IDS} per call", ids.len()),
+        ));
+    }
+    for (i, id) in ids.iter().enumerate() {
+        if id.trim().is_empty() {
+            return Err(Error::invalid(
+                format!("ids[{i}]"),
+                Hint::Blank,
+                "an id must not be blank",
+            ));
+        }
+        if id.len() > MAX_ID_BYTES {
+            return Err(Error::invalid(
+                format!("ids[{i}]"),
+                Hint::TooLong,
+                format!("ids[{i}] is {} bytes; an id is at most {MAX_ID_BYTES}", id.len()),
+            ));
+        }
+    }
+    Ok(())
+}
 
 /// How the records of a result come back.
 #[derive(Debug, Clone, Copy, Default)]
