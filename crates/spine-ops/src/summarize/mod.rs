@@ -7,7 +7,7 @@
 //!   ([`spine_store::SummaryStore::set_auto_summary`]): only while the record still has no
 //!   summary and still has the content that was summarized. A client summary is never
 //!   touched, a concurrent `update_memory` always wins, and a stop between two records
-//!   leaves each one either summarized or untouched ([`sweep`]).
+//!   leaves each one either summarized or untouched ([`summarize_missing`]).
 //! - The summarizer runs on its own thread, so a stop does not wait for a slow answer: the
 //!   answer is abandoned and nothing is written for that record.
 

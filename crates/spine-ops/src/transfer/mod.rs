@@ -1,5 +1,5 @@
 //! `spine export` and `spine import`: every record, with its vector, to a file of JSON lines
-//! and back, byte for byte ([`format`]).
+//! and back, byte for byte ([`format`](mod@format)).
 
 mod export;
 pub mod format;
