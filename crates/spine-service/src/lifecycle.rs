@@ -262,7 +262,7 @@ impl Service {
     /// archive_memory's operation on a checked request.
     pub fn archive(&self, caller: &Caller, r: BatchRequest) -> Result<BatchResult, Error> {
         let at = self.clock.now().to_epoch_seconds();
-        self.batch(caller, r, Some(at), ["archived", "already_archived"])
+        self.batch(caller, r, Some(at))
     }
 
     /// restore_memory: clears archived_at on each record the caller owns.
@@ -272,7 +272,7 @@ impl Service {
 
     /// restore_memory's operation on a checked request.
     pub fn restore(&self, caller: &Caller, r: BatchRequest) -> Result<BatchResult, Error> {
-        self.batch(caller, r, None, ["restored", "not_archived"])
+        self.batch(caller, r, None)
     }
 
     fn batch(
@@ -280,8 +280,8 @@ impl Service {
         caller: &Caller,
         a: BatchRequest,
         at: Option<spine_core::EpochSeconds>,
-        [changed, unchanged]: [&str; 2],
     ) -> Result<BatchResult, Error> {
+        let unchanged = if at.is_some() { ALREADY_ARCHIVED } else { NOT_ARCHIVED };
         let owned = Access::owned(caller);
         let mut resolved: Vec<Option<RecordId>> = Vec::with_capacity(a.ids.len());
         for input in &a.ids {
@@ -292,7 +292,8 @@ impl Service {
             resolved.push(id);
         }
         let ids: Vec<RecordId> = resolved.iter().flatten().copied().collect();
-        let mut flips = self.store.set_archived(&owned, &ids, at).map_err(store_error)?.into_iter();
+        let mut flips =
+            flip_archived(self.store.as_ref(), &owned, &ids, at).map_err(store_error)?.into_iter();
         let results = a
             .ids
             .into_iter()
@@ -302,17 +303,40 @@ impl Service {
                 Some(id) => {
                     // The record was resolved as owned a moment ago; if a concurrent delete
                     // removed it since, the flip is false and "unchanged" is still true.
-                    let flipped = flips.next().unwrap_or(false);
-                    BatchOutcome {
-                        input,
-                        id: id.to_string(),
-                        outcome: if flipped { changed } else { unchanged }.into(),
-                    }
+                    let outcome = flips.next().unwrap_or(unchanged);
+                    BatchOutcome { input, id: id.to_string(), outcome: outcome.into() }
                 }
             })
             .collect();
         Ok(BatchResult { results })
     }
+}
+
+/// archive's outcome for a record it archived.
+const ARCHIVED: &str = "archived";
+/// archive's outcome for a record that was archived already.
+const ALREADY_ARCHIVED: &str = "already_archived";
+/// restore's outcome for a record it restored.
+const RESTORED: &str = "restored";
+/// restore's outcome for a record that was not archived.
+const NOT_ARCHIVED: &str = "not_archived";
+
+/// Archives (`at` given: archived_at = `at`) or restores (`at` None) the records `ids`
+/// through `access`, every one in one transaction, and names what happened to each, in
+/// order: `archived` / `already_archived`, or `restored` / `not_archived`. The rule that
+/// archive_memory and restore_memory (a caller's own records) and the operator's
+/// `spine-review archive` / `restore` (any owner's) share; each resolves its ids its own
+/// way first.
+pub fn flip_archived(
+    store: &dyn spine_store::Store,
+    access: &Access,
+    ids: &[RecordId],
+    at: Option<spine_core::EpochSeconds>,
+) -> spine_store::Result<Vec<&'static str>> {
+    let (changed, unchanged) =
+        if at.is_some() { (ARCHIVED, ALREADY_ARCHIVED) } else { (RESTORED, NOT_ARCHIVED) };
+    let flips = store.set_archived(access, ids, at)?;
+    Ok(flips.into_iter().map(|flipped| if flipped { changed } else { unchanged }).collect())
 }
 
 /// Targets already superseded and targets that are rules, by the caller's spelling.

@@ -161,11 +161,9 @@ pub fn set_archived(
     }
     let ids: Vec<RecordId> = found.iter().map(|(_, id)| *id).collect();
     let at = archive.then(|| now.to_epoch_seconds());
-    let flips = store.set_archived(&operator, &ids, at)?;
-    let (changed, unchanged) =
-        if archive { ("archived", "already_archived") } else { ("restored", "not_archived") };
-    for ((row, _), flipped) in found.into_iter().zip(flips) {
-        results[row].outcome = if flipped { changed } else { unchanged };
+    let outcomes = spine_service::flip_archived(store, &operator, &ids, at)?;
+    for ((row, _), outcome) in found.into_iter().zip(outcomes) {
+        results[row].outcome = outcome;
     }
     Ok(ArchiveReport { results })
 }
