@@ -114,14 +114,20 @@ impl Limits {
 
 /// Content bound shared by every record kind: non-blank and at most `max` bytes.
 pub fn check_content_bytes(content: &str, max: usize) -> Result<(), Error> {
-    if content.trim().is_empty() {
-        return Err(Error::invalid("content", Hint::Blank, "content must not be blank"));
+    check_text("content", content, max)
+}
+
+/// A text argument named `field` (a record's content, a search query): non-blank and at
+/// most `max` bytes.
+pub fn check_text(field: &str, text: &str, max: usize) -> Result<(), Error> {
+    if text.trim().is_empty() {
+        return Err(Error::invalid(field, Hint::Blank, format!("{field} must not be blank")));
     }
-    if content.len() > max {
+    if text.len() > max {
         return Err(Error::invalid(
-            "content",
+            field,
             Hint::TooLong,
-            format!("content is {} bytes; at most {max}", content.len()),
+            format!("{field} is {} bytes; at most {max}", text.len()),
         ));
     }
     Ok(())

@@ -51,17 +51,7 @@ pub(crate) fn scope_filter_with(
 
 /// A search query: non-blank, at most [`MAX_QUERY_BYTES`].
 pub(crate) fn check_query(query: &str) -> Result<(), Error> {
-    if query.trim().is_empty() {
-        return Err(Error::invalid("query", Hint::Blank, "query must not be blank"));
-    }
-    if query.len() > MAX_QUERY_BYTES {
-        return Err(Error::invalid(
-            "query",
-            Hint::TooLong,
-            format!("query is {} bytes; at most {MAX_QUERY_BYTES}", query.len()),
-        ));
-    }
-    Ok(())
+    spine_core::limits::check_text("query", query, MAX_QUERY_BYTES)
 }
 
 pub(crate) fn check_filter_tags(tags: &[String]) -> Result<(), Error> {
