@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::builder::TypedValueParser;
 use clap::{Args, Parser, Subcommand};
 
-use crate::{doctor, embedder, hook, install, notes, ops, settings};
+use crate::{embedder, hook, install, notes, ops, settings};
 
 /// Spine: a memory service for software agents, over MCP.
 #[derive(Debug, Parser)]
@@ -177,11 +177,24 @@ pub enum Command {
     /// server; say what to do about each problem.
     ///
     /// Exit status 0 only when nothing is wrong; --json prints one object for scripts.
-    Doctor(doctor::DoctorArgs),
+    Doctor(DoctorArgs),
     /// Import CLAUDE.md, AGENTS.md and Claude Code's memory files as memories.
     ///
     /// One record per bullet or paragraph, with its heading, into the repository's scope;
     /// tagged with the file it came from; a second run imports nothing twice. --dry-run
     /// shows what would be stored.
     ImportNotes(notes::ImportNotesArgs),
+}
+
+/// `spine doctor` flags.
+#[derive(Debug, Clone, Args)]
+pub struct DoctorArgs {
+    /// Also check the `spine serve` at this base URL (e.g. http://127.0.0.1:8080): its
+    /// /healthz, whether it requires authentication, and whether it answers without
+    /// authentication beyond loopback.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Print one JSON object (for scripts) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }

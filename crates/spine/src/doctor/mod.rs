@@ -12,28 +12,14 @@ use std::io::Read as _;
 use std::path::Path;
 
 use anyhow::Result;
-use clap::Args;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::cli::Common;
+use crate::cli::{Common, DoctorArgs};
 use crate::embedder::EmbedderKind;
 use crate::install::{self, Client};
 
 mod server;
-
-/// `spine doctor` flags.
-#[derive(Debug, Clone, Args)]
-pub struct DoctorArgs {
-    /// Also check the `spine serve` at this base URL (e.g. http://127.0.0.1:8080): its
-    /// /healthz, whether it requires authentication, and whether it answers without
-    /// authentication beyond loopback.
-    #[arg(long, value_name = "URL")]
-    pub url: Option<String>,
-    /// Print one JSON object (for scripts) instead of text.
-    #[arg(long)]
-    pub json: bool,
-}
 
 /// The sha256 of each built-in model file: the sums scripts/fetch-model.sh verifies (a unit
 /// test below keeps the two equal).
