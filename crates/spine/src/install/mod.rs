@@ -19,17 +19,18 @@ mod yaml;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use clap::Args;
+use clap::{ArgGroup, Args};
 
 pub use clients::Client;
 use clients::{Format, Target};
 
-/// `spine install` / `spine uninstall` flags.
+/// `spine install` / `spine uninstall` flags: a client, or --all.
 #[derive(Debug, Clone, Args)]
+#[command(group(ArgGroup::new("which").required(true).args(["client", "all"])))]
 pub struct InstallArgs {
     /// The client: claude-code, codex, cursor, gemini, vscode, windsurf, zed, cline,
     /// opencode, goose or claude-desktop.
-    #[arg(value_enum, required_unless_present = "all")]
+    #[arg(value_enum)]
     pub client: Option<Client>,
     /// Every client found on this machine (its configuration folder, or its executable on
     /// PATH), user-wide; prints a table of what was done.
