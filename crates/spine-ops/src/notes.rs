@@ -13,17 +13,17 @@
 //! - A dry run lists every record it would store and stores nothing.
 //!
 //! Unlike the other operator use cases this one is a caller of the service: it stores
-//! through [`Service::store_memory`] as the caller the binary names, with every rule of a
-//! write (limits, secrets, near-duplicates) applied.
+//! through [`Service::store`] as the caller the binary names, each note a [`NewRecord`]
+//! checked by store_memory's rules (limits, secrets), near-duplicates reported as for any
+//! write.
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
-use serde_json::json;
 use spine_core::{Caller, Category, Scope, Source};
 use spine_service::Service;
-use spine_service::args::parse_args;
 use spine_service::repo::{Checkout, RepoConfig};
+use spine_service::request::NewRecord;
 
 use crate::{Error, Result};
 
@@ -355,11 +355,10 @@ pub fn import_notes(service: &Service, caller: &Caller, request: &Request) -> Re
                 report.would_import.push(note);
                 continue;
             }
-            let v = json!({"content": note.content, "scope": scope.as_str(),
-                           "source": source.as_str(), "category": category.as_str(),
-                           "tags": ["imported", tag]});
-            let stored = parse_args(v.as_object().cloned().unwrap_or_default())
-                .and_then(|a| service.store_memory(caller, a));
+            let mut record = NewRecord::new(note.content, scope.clone(), source, category);
+            record.tags = vec!["imported".into(), tag.clone()];
+            let stored =
+                record.check(&service.write_rules()).and_then(|r| service.store(caller, r));
             if let Err(e) = stored {
                 return Err(Error::Invalid(format!(
                     "{} line {}: {} ({} imported from it before this one; run again to go on)",

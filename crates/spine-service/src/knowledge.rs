@@ -20,8 +20,8 @@ use spine_store::{Access, Embedding, Filter, Gate, NearestQuery, ScopeFilter};
 
 use crate::args::IdInput;
 use crate::args::{ListRulesArgs, SearchDiscoveryArgs, StoreDiscoveryArgs, StoreRuleArgs};
-use crate::memory::{check_rule_summary, content_limit, dedup_tags};
-use crate::request::{DiscoveryRequest, Output, RulesRequest, scope_of};
+use crate::memory::check_rule_summary;
+use crate::request::{DiscoveryRequest, Output, RulesRequest, dedup_tags, scope_of};
 use crate::views::{
     Coverage, DiscoveryResult, MemoryView, RuleEntry, RuleView, RulesResult, Stored,
 };
@@ -94,8 +94,9 @@ impl Service {
     /// store_discovery: a citation-backed discovery, created or replaced in place.
     pub fn store_discovery(&self, caller: &Caller, a: StoreDiscoveryArgs) -> Result<Stored, Error> {
         let mut a = a;
-        check_content_bytes(&a.content, content_limit(self, Category::Discovery))?;
-        self.screen_record(&mut a.content, a.summary.as_mut(), Some(&mut a.citations))?;
+        let rules = self.write_rules();
+        check_content_bytes(&a.content, rules.content_limit(Category::Discovery))?;
+        rules.screen_record(&mut a.content, a.summary.as_mut(), Some(&mut a.citations))?;
         let kind = a.kind;
         // SPEC Errors 6: a discovery without evidence is rejected.
         if a.citations.is_empty() {
@@ -127,8 +128,9 @@ impl Service {
     /// store_rule: a user-approved rule, created or replaced in place; always shared.
     pub fn store_rule(&self, caller: &Caller, a: StoreRuleArgs) -> Result<Stored, Error> {
         let mut a = a;
-        check_content_bytes(&a.content, content_limit(self, Category::Rule))?;
-        self.screen_record(&mut a.content, Some(&mut a.summary), None)?;
+        let rules = self.write_rules();
+        check_content_bytes(&a.content, rules.content_limit(Category::Rule))?;
+        rules.screen_record(&mut a.content, Some(&mut a.summary), None)?;
         let scope = scope_of("scope", a.scope, ScopeKind::Rule)?;
         check_rule_summary(&a.summary)?;
         let tags = dedup_tags(a.tags.unwrap_or_default());

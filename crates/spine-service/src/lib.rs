@@ -91,48 +91,10 @@ impl Service {
         Service { secrets: policy, ..self }
     }
 
-    /// Screens written text for credentials (SPEC store_memory: never secrets): refused with
-    /// `secret_detected` naming `field`, what was found and where — never the credential
-    /// itself — or redacted in place, or let through, by the configured policy.
-    pub(crate) fn screen(&self, field: &str, text: &mut String) -> Result<(), Error> {
-        use spine_core::secrets::{SecretsPolicy, find_secrets, redact};
-        if self.secrets == SecretsPolicy::Allow {
-            return Ok(());
-        }
-        let found = find_secrets(text);
-        let Some(first) = found.first() else { return Ok(()) };
-        if self.secrets == SecretsPolicy::Redact {
-            *text = redact(text, &found);
-            return Ok(());
-        }
-        let at = text[..first.span.start].chars().count();
-        Err(Error::invalid(
-            field,
-            spine_core::Hint::SecretDetected,
-            format!(
-                "{field} looks like it holds {} (at character {at}); secrets never go into \
-                 memory: remove it, or record where the secret is kept instead",
-                first.kind
-            ),
-        ))
-    }
-
-    /// [`Service::screen`] over a record's text fields: content, summary and citation
-    /// excerpts.
-    pub(crate) fn screen_record(
-        &self,
-        content: &mut String,
-        summary: Option<&mut String>,
-        citations: Option<&mut Vec<spine_core::Citation>>,
-    ) -> Result<(), Error> {
-        self.screen("content", content)?;
-        if let Some(summary) = summary {
-            self.screen("summary", summary)?;
-        }
-        for (i, c) in citations.into_iter().flatten().enumerate() {
-            self.screen(&format!("citations[{i}].excerpt"), &mut c.excerpt)?;
-        }
-        Ok(())
+    /// What a write's checks read from the configuration: the limits and the secrets
+    /// policy.
+    pub fn write_rules(&self) -> request::WriteRules {
+        request::WriteRules { limits: self.limits, secrets: self.secrets }
     }
 
     /// The same service, reranking search_memory and search_discovery results with `r`

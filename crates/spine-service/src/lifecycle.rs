@@ -10,7 +10,7 @@ use spine_core::{Caller, Category, Error, Hint, IdRef, MAX_ID_BYTES, Memory, Rec
 use spine_store::{Access, Embedding, IdempotencyEntry, SupersedeRejection};
 
 use crate::args::{BatchIdsArgs, StoreMemoryArgs, SupersedeMemoryArgs};
-use crate::request::BatchRequest;
+use crate::request::{BatchRequest, StoreRequest};
 use crate::views::{BatchOutcome, BatchResult, ResolvedTarget, SupersedeResult};
 use crate::{Service, store_error};
 
@@ -131,7 +131,7 @@ impl Service {
             other => other,
         };
         // The correcting record is validated completely before anything is resolved.
-        let mut new = self.new_memory(caller, base)?;
+        let mut new = self.new_memory(caller, StoreRequest::check(base, &self.write_rules())?)?;
 
         // Resolve among the caller's own records; collapse duplicates and spellings.
         let owned = Access::owned(caller);

@@ -1,13 +1,9 @@
 //! Writes and single-record reads: store, schedule, get, update, delete, delete_all,
 //! set_visibility.
 
-use spine_core::limits::{
-    MAX_DISCOVERY_CONTENT_BYTES, MAX_RULE_CONTENT_BYTES, MAX_RULE_SUMMARY_BYTES, check_citations,
-    check_content_bytes, check_context,
-};
+use spine_core::limits::{MAX_RULE_SUMMARY_BYTES, check_content_bytes};
 use spine_core::{
-    Caller, Category, EpochSeconds, Error, Hint, Memory, SummarySource, Visibility,
-    stamp_schema_version,
+    Caller, Category, Error, Hint, Memory, SummarySource, Visibility, stamp_schema_version,
 };
 use spine_store::{Access, Embedding};
 
@@ -15,23 +11,9 @@ use crate::args::IdInput;
 use crate::args::{
     DeleteAllArgs, IdArgs, ScheduleMemoryArgs, SetVisibilityArgs, StoreMemoryArgs, UpdateMemoryArgs,
 };
+use crate::request::{ScheduleRequest, StoreRequest, dedup_tags};
 use crate::views::{MemoryView, Status, Stored};
 use crate::{Service, store_error};
-
-/// Removes duplicate tags, keeping the first occurrence's position.
-pub(crate) fn dedup_tags(tags: Vec<String>) -> Vec<String> {
-    let mut seen = std::collections::HashSet::new();
-    tags.into_iter().filter(|t| seen.insert(t.clone())).collect()
-}
-
-/// The content bound of a record's kind (SPEC Limits).
-pub(crate) fn content_limit(service: &Service, category: Category) -> usize {
-    match category {
-        Category::Discovery => MAX_DISCOVERY_CONTENT_BYTES,
-        Category::Rule => MAX_RULE_CONTENT_BYTES,
-        _ => service.limits().max_content_bytes,
-    }
-}
 
 /// SPEC store_rule: a rule's summary is one physical line of at most 256 bytes.
 pub(crate) fn check_rule_summary(summary: &str) -> Result<(), Error> {
@@ -64,52 +46,26 @@ impl Service {
         found.ok_or_else(|| not_found(&id.input))
     }
 
-    /// Validates store_memory arguments into a new record (not yet embedded or written).
-    pub(crate) fn new_memory(&self, caller: &Caller, a: StoreMemoryArgs) -> Result<Memory, Error> {
-        let mut a = a;
-        self.limits().check_content(&a.content)?;
-        self.screen_record(&mut a.content, a.summary.as_mut(), a.citations.as_mut())?;
-        let scope = a.scope.require_memory("scope")?;
-        let (source, category) = (a.source, a.category);
-        if !category.is_client_writable() {
-            let tool = if category == Category::Rule { "store_rule" } else { "store_discovery" };
-            return Err(Error::invalid(
-                "category",
-                Hint::InvalidValue,
-                format!("category {category} is set by the server; use {tool}"),
-            ));
-        }
-        let tags = dedup_tags(a.tags.unwrap_or_default());
-        self.limits().check_tags("tags", &tags)?;
-        let summary = a.summary.unwrap_or_default();
-        self.limits().check_summary(&summary)?;
-        let citations = a.citations.unwrap_or_default();
-        check_citations(&citations)?;
-        let mut context =
-            [a.repo, a.workspace, a.worktree_path, a.base_dir].map(Option::unwrap_or_default);
-        for (field, value) in
-            ["repo", "workspace", "worktree_path", "base_dir"].iter().zip(&context)
-        {
-            check_context(field, value)?;
-        }
-        let [repo, workspace, worktree_path, base_dir] = std::mem::take(&mut context);
+    /// The new record of a checked request (not yet embedded or written).
+    pub(crate) fn new_memory(&self, caller: &Caller, r: StoreRequest) -> Result<Memory, Error> {
+        let r = r.record;
         let mut m = Memory::new(
             self.mint_short_id()?,
-            a.content,
-            scope,
-            source,
-            category,
+            r.content,
+            r.scope,
+            r.source,
+            r.category,
             caller,
             self.clock.now(),
         );
         (m.repo, m.workspace, m.worktree_path, m.base_dir) =
-            (repo, workspace, worktree_path, base_dir);
-        m.tags = tags;
-        if !summary.is_empty() {
+            (r.repo, r.workspace, r.worktree_path, r.base_dir);
+        m.tags = r.tags;
+        if !r.summary.is_empty() {
             m.summary_source = SummarySource::Client;
         }
-        m.summary = summary;
-        m.citations = citations;
+        m.summary = r.summary;
+        m.citations = r.citations;
         Ok(m)
     }
 
@@ -135,38 +91,27 @@ impl Service {
     /// store_memory: persists a deliberate memory.
     pub fn store_memory(&self, caller: &Caller, a: StoreMemoryArgs) -> Result<Stored, Error> {
         let span = tracing::trace_span!("store.validate").entered();
-        let m = self.new_memory(caller, a)?;
+        let r = StoreRequest::check(a, &self.write_rules())?;
         drop(span);
+        self.store(caller, r)
+    }
+
+    /// store_memory's operation on a checked request.
+    pub fn store(&self, caller: &Caller, r: StoreRequest) -> Result<Stored, Error> {
+        let m = self.new_memory(caller, r)?;
         self.insert(caller, m)
     }
 
     /// schedule_memory: a memory with a validity window `[not_before, not_after)`.
-    pub fn schedule_memory(
-        &self,
-        caller: &Caller,
-        mut a: ScheduleMemoryArgs,
-    ) -> Result<Stored, Error> {
-        let (not_before, not_after) = (a.not_before.take(), a.not_after.take());
-        let base = StoreMemoryArgs::from(a);
-        if base.category == Category::Discovery {
-            return Err(Error::invalid(
-                "category",
-                Hint::InvalidValue,
-                "discovery records are not schedulable; use store_discovery",
-            ));
-        }
-        let (nb, na) = (not_before, not_after);
-        if nb.is_none() && na.is_none() {
-            return Err(Error::invalid(
-                "not_before",
-                Hint::Required,
-                "give not_before, not_after or both (use store_memory for a memory without a window)",
-            ));
-        }
-        check_window(nb, na)?;
-        let mut m = self.new_memory(caller, base)?;
-        m.not_before = nb;
-        m.not_after = na;
+    pub fn schedule_memory(&self, caller: &Caller, a: ScheduleMemoryArgs) -> Result<Stored, Error> {
+        self.schedule(caller, ScheduleRequest::check(a, &self.write_rules())?)
+    }
+
+    /// schedule_memory's operation on a checked request.
+    pub fn schedule(&self, caller: &Caller, r: ScheduleRequest) -> Result<Stored, Error> {
+        let mut m = self.new_memory(caller, r.record)?;
+        m.not_before = r.not_before;
+        m.not_after = r.not_after;
         self.insert(caller, m)
     }
 
@@ -197,14 +142,15 @@ impl Service {
         let owned = Access::owned(caller);
         let mut m = self.find(&owned, &a.id)?;
         let is_rule = m.category == Category::Rule;
+        let rules = self.write_rules();
 
         let content_changed = a.content != m.content;
         if content_changed {
-            check_content_bytes(&a.content, content_limit(self, m.category))?;
-            self.screen("content", &mut a.content)?;
+            check_content_bytes(&a.content, rules.content_limit(m.category))?;
+            rules.screen("content", &mut a.content)?;
         }
         if let Some(summary) = a.summary.as_mut() {
-            self.screen("summary", summary)?;
+            rules.screen("summary", summary)?;
         }
         if a.shared.is_some() && is_rule {
             return Err(Error::failed_precondition(
@@ -304,26 +250,4 @@ impl Service {
         }
         Ok(Status { status: "visibility updated".into(), deleted: None })
     }
-}
-
-/// SPEC schedule_memory: when both bounds are given, not_before must be strictly before
-/// not_after.
-pub(crate) fn check_window(
-    nb: Option<EpochSeconds>,
-    na: Option<EpochSeconds>,
-) -> Result<(), Error> {
-    if let (Some(nb), Some(na)) = (nb, na)
-        && nb >= na
-    {
-        return Err(Error::invalid(
-            "not_after",
-            Hint::EmptyWindow,
-            format!(
-                "not_before ({}) must be strictly before not_after ({})",
-                nb.to_rfc3339(),
-                na.to_rfc3339()
-            ),
-        ));
-    }
-    Ok(())
 }

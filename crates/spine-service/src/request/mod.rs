@@ -23,7 +23,11 @@ use crate::args::{
     RelatedMemoriesArgs, SearchDiscoveryArgs, SearchMemoryArgs,
 };
 use crate::budget;
-use crate::memory::dedup_tags;
+
+mod write;
+
+pub(crate) use write::dedup_tags;
+pub use write::{NewRecord, ScheduleRequest, StoreRequest, WriteRules};
 
 /// `scope` is required unless `cross_spine` is true, in which case it is ignored.
 pub(crate) fn scope_filter(scope: Option<&str>, cross_spine: bool) -> Result<ScopeFilter, Error> {

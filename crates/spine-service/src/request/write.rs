@@ -1,0 +1,254 @@
+//! Typed requests of the write tools.
+//!
+//! A write's checks read the service's configuration (a memory's content cap, the tag and
+//! summary limits, the secrets policy), so a request is built by a `check` that takes those
+//! as [`WriteRules`] rather than by `TryFrom`: still the one place the call's checks run, in
+//! the order it reports them, before anything is embedded or written.
+
+use spine_core::limits::{
+    MAX_DISCOVERY_CONTENT_BYTES, MAX_RULE_CONTENT_BYTES, check_citations, check_context,
+};
+use spine_core::secrets::{SecretsPolicy, find_secrets, redact};
+use spine_core::{Category, Citation, EpochSeconds, Error, Hint, Limits, Scope, Source};
+
+use crate::args::{ScheduleMemoryArgs, StoreMemoryArgs};
+
+/// Removes duplicate tags, keeping the first occurrence's position.
+pub(crate) fn dedup_tags(tags: Vec<String>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    tags.into_iter().filter(|t| seen.insert(t.clone())).collect()
+}
+
+/// SPEC schedule_memory: when both bounds are given, not_before must be strictly before
+/// not_after.
+fn check_window(nb: Option<EpochSeconds>, na: Option<EpochSeconds>) -> Result<(), Error> {
+    if let (Some(nb), Some(na)) = (nb, na)
+        && nb >= na
+    {
+        return Err(Error::invalid(
+            "not_after",
+            Hint::EmptyWindow,
+            format!(
+                "not_before ({}) must be strictly before not_after ({})",
+                nb.to_rfc3339(),
+                na.to_rfc3339()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// What a write's checks read from the service's configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteRules {
+    /// The configured limits: a memory's content, tags, summary.
+    pub limits: Limits,
+    /// What a text holding a credential gets (`--secrets`).
+    pub secrets: SecretsPolicy,
+}
+
+impl WriteRules {
+    /// The content bound of a record's kind (SPEC Limits).
+    pub fn content_limit(&self, category: Category) -> usize {
+        match category {
+            Category::Discovery => MAX_DISCOVERY_CONTENT_BYTES,
+            Category::Rule => MAX_RULE_CONTENT_BYTES,
+            _ => self.limits.max_content_bytes,
+        }
+    }
+
+    /// Screens written text for credentials (SPEC store_memory: never secrets): refused with
+    /// `secret_detected` naming `field`, what was found and where — never the credential
+    /// itself — or redacted in place, or let through, by the configured policy.
+    pub fn screen(&self, field: &str, text: &mut String) -> Result<(), Error> {
+        if self.secrets == SecretsPolicy::Allow {
+            return Ok(());
+        }
+        let found = find_secrets(text);
+        let Some(first) = found.first() else { return Ok(()) };
+        if self.secrets == SecretsPolicy::Redact {
+            *text = redact(text, &found);
+            return Ok(());
+        }
+        let at = text[..first.span.start].chars().count();
+        Err(Error::invalid(
+            field,
+            Hint::SecretDetected,
+            format!(
+                "{field} looks like it holds {} (at character {at}); secrets never go into \
+                 memory: remove it, or record where the secret is kept instead",
+                first.kind
+            ),
+        ))
+    }
+
+    /// [`WriteRules::screen`] over a record's text fields: content, summary and citation
+    /// excerpts.
+    pub fn screen_record(
+        &self,
+        content: &mut String,
+        summary: Option<&mut String>,
+        citations: Option<&mut Vec<Citation>>,
+    ) -> Result<(), Error> {
+        self.screen("content", content)?;
+        if let Some(summary) = summary {
+            self.screen("summary", summary)?;
+        }
+        for (i, c) in citations.into_iter().flatten().enumerate() {
+            self.screen(&format!("citations[{i}].excerpt"), &mut c.excerpt)?;
+        }
+        Ok(())
+    }
+}
+
+/// A new memory's client-written fields, not yet checked: what store_memory's arguments
+/// hold, omitted ones empty. [`NewRecord::check`] turns it into a [`StoreRequest`].
+#[derive(Debug, Clone)]
+pub struct NewRecord {
+    /// The text that is embedded and recalled.
+    pub content: String,
+    /// Must be a memory scope (not `discovery:` or `rule:`).
+    pub scope: Scope,
+    /// `user-said` or `agent-inferred`.
+    pub source: Source,
+    /// Must be client-writable (not discovery or rule).
+    pub category: Category,
+    /// Labels, duplicates dropped by the check.
+    pub tags: Vec<String>,
+    /// Repository name or URL; empty: none.
+    pub repo: String,
+    /// Workspace id; empty: none.
+    pub workspace: String,
+    /// Git worktree path; empty: none.
+    pub worktree_path: String,
+    /// Project base directory; empty: none.
+    pub base_dir: String,
+    /// The client's summary; empty: none.
+    pub summary: String,
+    /// Evidence.
+    pub citations: Vec<Citation>,
+}
+
+impl NewRecord {
+    /// A record of `content` in `scope` with no tags, context, summary or citations.
+    pub fn new(content: String, scope: Scope, source: Source, category: Category) -> Self {
+        NewRecord {
+            content,
+            scope,
+            source,
+            category,
+            tags: vec![],
+            repo: String::new(),
+            workspace: String::new(),
+            worktree_path: String::new(),
+            base_dir: String::new(),
+            summary: String::new(),
+            citations: vec![],
+        }
+    }
+
+    /// store_memory's checks, in the order a call reports them; text holding a credential
+    /// is redacted or refused by `rules.secrets`.
+    pub fn check(mut self, rules: &WriteRules) -> Result<StoreRequest, Error> {
+        rules.limits.check_content(&self.content)?;
+        let summary = (!self.summary.is_empty()).then_some(&mut self.summary);
+        rules.screen_record(&mut self.content, summary, Some(&mut self.citations))?;
+        self.scope = self.scope.require_memory("scope")?;
+        let category = self.category;
+        if !category.is_client_writable() {
+            let tool = if category == Category::Rule { "store_rule" } else { "store_discovery" };
+            return Err(Error::invalid(
+                "category",
+                Hint::InvalidValue,
+                format!("category {category} is set by the server; use {tool}"),
+            ));
+        }
+        self.tags = dedup_tags(self.tags);
+        rules.limits.check_tags("tags", &self.tags)?;
+        rules.limits.check_summary(&self.summary)?;
+        check_citations(&self.citations)?;
+        let context = [
+            ("repo", &self.repo),
+            ("workspace", &self.workspace),
+            ("worktree_path", &self.worktree_path),
+            ("base_dir", &self.base_dir),
+        ];
+        for (field, value) in context {
+            check_context(field, value)?;
+        }
+        Ok(StoreRequest { record: self })
+    }
+}
+
+impl From<StoreMemoryArgs> for NewRecord {
+    fn from(a: StoreMemoryArgs) -> Self {
+        NewRecord {
+            content: a.content,
+            scope: a.scope,
+            source: a.source,
+            category: a.category,
+            tags: a.tags.unwrap_or_default(),
+            repo: a.repo.unwrap_or_default(),
+            workspace: a.workspace.unwrap_or_default(),
+            worktree_path: a.worktree_path.unwrap_or_default(),
+            base_dir: a.base_dir.unwrap_or_default(),
+            summary: a.summary.unwrap_or_default(),
+            citations: a.citations.unwrap_or_default(),
+        }
+    }
+}
+
+/// store_memory's request: a [`NewRecord`] that passed its checks (built only by
+/// [`NewRecord::check`] or [`StoreRequest::check`]).
+#[derive(Debug, Clone)]
+pub struct StoreRequest {
+    pub(crate) record: NewRecord,
+}
+
+impl StoreRequest {
+    /// store_memory's arguments, checked ([`NewRecord::check`]).
+    pub fn check(a: StoreMemoryArgs, rules: &WriteRules) -> Result<Self, Error> {
+        NewRecord::from(a).check(rules)
+    }
+
+    /// The checked fields.
+    pub fn record(&self) -> &NewRecord {
+        &self.record
+    }
+}
+
+/// schedule_memory's request: a checked new memory and its validity window
+/// `[not_before, not_after)`, at least one bound given, a non-empty window.
+#[derive(Debug, Clone)]
+pub struct ScheduleRequest {
+    /// The memory.
+    pub record: StoreRequest,
+    /// Hidden from recall before it.
+    pub not_before: Option<EpochSeconds>,
+    /// Dropped from recall from it on.
+    pub not_after: Option<EpochSeconds>,
+}
+
+impl ScheduleRequest {
+    /// schedule_memory's checks: the window's, then store_memory's.
+    pub fn check(mut a: ScheduleMemoryArgs, rules: &WriteRules) -> Result<Self, Error> {
+        let (not_before, not_after) = (a.not_before.take(), a.not_after.take());
+        if a.category == Category::Discovery {
+            return Err(Error::invalid(
+                "category",
+                Hint::InvalidValue,
+                "discovery records are not schedulable; use store_discovery",
+            ));
+        }
+        if not_before.is_none() && not_after.is_none() {
+            return Err(Error::invalid(
+                "not_before",
+                Hint::Required,
+                "give not_before, not_after or both (use store_memory for a memory without a window)",
+            ));
+        }
+        check_window(not_before, not_after)?;
+        let record = StoreRequest::check(StoreMemoryArgs::from(a), rules)?;
+        Ok(ScheduleRequest { record, not_before, not_after })
+    }
+}
