@@ -35,7 +35,7 @@ pub use operator::{
     VectorExpectation, VectorStamp, VerifyPage, Violation, purge_verdicts, record_digest,
 };
 pub use postgres::PgStore;
-pub use sqlite::SqliteStore;
+pub use sqlite::{Layout, SqliteStore};
 
 /// A storage failure. Never caused by caller input: the service validates before writing.
 #[derive(Debug, thiserror::Error)]

@@ -253,3 +253,39 @@ async fn a_server_answering_without_auth_beyond_loopback_is_an_unsafe_bind() {
     }
     assert_eq!(report["problems"], 1);
 }
+
+/// A store whose database is at layout step `step` (and holds nothing else).
+fn store_at_step(data: &Path, step: i64) {
+    let db = data.join("spine.db");
+    std::fs::remove_file(&db).unwrap();
+    for side in ["spine.db-wal", "spine.db-shm"] {
+        let _ = std::fs::remove_file(data.join(side));
+    }
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.pragma_update(None, "user_version", step).unwrap();
+}
+
+#[test]
+fn checking_a_store_never_upgrades_it() {
+    let place = Place::new();
+    let current = spine_store::SqliteStore::layout(&place.data).unwrap().current;
+
+    // An older layout: a note, nothing changed (a migrating open would create the tables
+    // and move the step to `current`).
+    store_at_step(&place.data, 1);
+    let report = place.doctor(&["--json"], &[]).json();
+    let open = check(&report, "store", "open");
+    assert_eq!(open["status"], "note", "{report:#}");
+    assert!(open["detail"].as_str().unwrap().contains("upgrades it"), "{open}");
+    assert_eq!(spine_store::SqliteStore::layout(&place.data).unwrap().at, 1);
+    let conn = rusqlite::Connection::open(place.data.join("spine.db")).unwrap();
+    let tables: i64 =
+        conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).unwrap();
+    assert_eq!(tables, 0, "doctor created tables");
+
+    // A newer one: a problem.
+    store_at_step(&place.data, current as i64 + 1);
+    let report = place.doctor(&["--json"], &[]).json();
+    assert_eq!(check(&report, "store", "open")["status"], "problem", "{report:#}");
+    assert_eq!(spine_store::SqliteStore::layout(&place.data).unwrap().at, current + 1);
+}

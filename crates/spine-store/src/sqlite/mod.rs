@@ -89,6 +89,15 @@ impl Drop for Reader<'_> {
     }
 }
 
+/// Where a store's layout stands ([`SqliteStore::layout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Layout {
+    /// The migration step the database is at.
+    pub at: usize,
+    /// The step this binary brings it to on open.
+    pub current: usize,
+}
+
 impl SqliteStore {
     /// Opens (creating if needed) the store in `data_dir`, applying pending migrations.
     pub fn open(data_dir: &Path) -> Result<Self> {
@@ -109,6 +118,19 @@ impl SqliteStore {
         };
         store.migrate()?;
         Ok(store)
+    }
+
+    /// The layout of the store in `data_dir`, read without changing anything (no directory
+    /// created, no migration applied): the migration step its database is at and the step
+    /// this binary brings it to. [`SqliteStore::open`] applies the difference; `spine doctor`
+    /// reads this first, so that checking a store never upgrades it.
+    pub fn layout(data_dir: &Path) -> Result<Layout> {
+        let path = data_dir.join(DB_FILE);
+        let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        conn.pragma_update(None, "query_only", "ON")?;
+        let at: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        Ok(Layout { at: usize::try_from(at).unwrap_or(usize::MAX), current: MIGRATIONS.len() })
     }
 
     /// Loads the search index now rather than on the first search (a server calls this on a

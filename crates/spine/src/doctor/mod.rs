@@ -245,6 +245,49 @@ fn check_store(common: &Common, report: &mut Report) {
             );
             return;
         }
+        // Checking never upgrades: a store at an older layout is left for the next start.
+        match spine_store::SqliteStore::layout(&dir) {
+            Ok(layout) if layout.at < layout.current => {
+                report.add(
+                    AREA,
+                    "open",
+                    Status::Note,
+                    format!(
+                        "{}: the store's layout is at step {} and this spine's at {}; the next \
+                         `spine mcp` or `spine serve` upgrades it (doctor changes nothing, so \
+                         the record checks run after that)",
+                        dir.display(),
+                        layout.at,
+                        layout.current
+                    ),
+                );
+                return;
+            }
+            Ok(layout) if layout.at > layout.current => {
+                report.problem(
+                    AREA,
+                    "open",
+                    format!(
+                        "{}: the store's layout is at step {}, newer than this spine's {}",
+                        dir.display(),
+                        layout.at,
+                        layout.current
+                    ),
+                    "it was written by a newer spine: upgrade this one",
+                );
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                report.problem(
+                    AREA,
+                    "open",
+                    format!("cannot open the store in {}: {e:#}", dir.display()),
+                    "check the directory's permissions; `spine spine-review verify` checks the records",
+                );
+                return;
+            }
+        }
         match spine_store::SqliteStore::open(&dir) {
             Ok(s) => {
                 (Box::new(s), dir.display().to_string(), format!("--data-dir {}", dir.display()))
