@@ -6,16 +6,13 @@
 //! owner's record, a missing one and an ambiguous short_id are the same `not_found`.
 
 use sha2::{Digest, Sha256};
-use spine_core::{Caller, Category, Error, Hint, IdRef, MAX_ID_BYTES, Memory, RecordId};
+use spine_core::{Caller, Category, Error, Hint, IdRef, Memory, RecordId};
 use spine_store::{Access, Embedding, IdempotencyEntry, SupersedeRejection};
 
-use crate::args::{BatchIdsArgs, StoreMemoryArgs, SupersedeMemoryArgs};
-use crate::request::{BatchRequest, StoreRequest};
+use crate::args::{BatchIdsArgs, SupersedeMemoryArgs};
+use crate::request::{BatchRequest, SupersedeRequest, TargetRef};
 use crate::views::{BatchOutcome, BatchResult, ResolvedTarget, SupersedeResult};
 use crate::{Service, store_error};
-
-/// Most bytes of an idempotency key (our choice; documented in docs/records.md).
-pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
 
 /// A target as resolved: the caller's first spelling and the record.
 struct Target {
@@ -82,63 +79,26 @@ impl Service {
     pub fn supersede_memory(
         &self,
         caller: &Caller,
-        mut a: SupersedeMemoryArgs,
+        a: SupersedeMemoryArgs,
     ) -> Result<SupersedeResult, Error> {
-        let (supersedes, validate_only) = (std::mem::take(&mut a.supersedes), a.validate_only);
-        let key = a.idempotency_key.take();
-        let base = StoreMemoryArgs::from(a);
-        // Entries are checked before any resolution (SPEC: a long entry rejects the call).
-        if supersedes.is_empty() {
-            return Err(Error::invalid(
-                "supersedes",
-                Hint::Required,
-                "supersedes needs at least one id of the record being corrected",
-            ));
-        }
-        let mut refs = Vec::with_capacity(supersedes.len());
-        for (i, s) in supersedes.iter().enumerate() {
-            let field = format!("supersedes[{i}]");
-            if s.trim().is_empty() {
-                return Err(Error::invalid(field, Hint::Blank, "an id must not be blank"));
-            }
-            if s.len() > MAX_ID_BYTES {
-                return Err(Error::invalid(
-                    field.clone(),
-                    Hint::TooLong,
-                    format!("{field} is {} bytes; an id is at most {MAX_ID_BYTES}", s.len()),
-                ));
-            }
-            refs.push(IdRef::parse_lenient(s));
-        }
-        let key = match key {
-            Some(k) if k.trim().is_empty() => {
-                return Err(Error::invalid(
-                    "idempotency_key",
-                    Hint::Blank,
-                    "idempotency_key must not be blank (omit it instead)",
-                ));
-            }
-            Some(k) if k.len() > MAX_IDEMPOTENCY_KEY_BYTES => {
-                return Err(Error::invalid(
-                    "idempotency_key",
-                    Hint::TooLong,
-                    format!(
-                        "idempotency_key is {} bytes; at most {MAX_IDEMPOTENCY_KEY_BYTES}",
-                        k.len()
-                    ),
-                ));
-            }
-            other => other,
-        };
-        // The correcting record is validated completely before anything is resolved.
-        let mut new = self.new_memory(caller, StoreRequest::check(base, &self.write_rules())?)?;
+        self.supersede(caller, SupersedeRequest::check(a, &self.write_rules())?)
+    }
+
+    /// supersede_memory's operation on a checked request.
+    pub fn supersede(
+        &self,
+        caller: &Caller,
+        r: SupersedeRequest,
+    ) -> Result<SupersedeResult, Error> {
+        let SupersedeRequest { record, supersedes, validate_only, idempotency_key: key } = r;
+        let mut new = self.new_memory(caller, record)?;
 
         // Resolve among the caller's own records; collapse duplicates and spellings.
         let owned = Access::owned(caller);
         let mut targets: Vec<Target> = Vec::new();
         let mut not_found: Vec<&str> = Vec::new();
-        for (input, r) in supersedes.iter().zip(&refs) {
-            let record = match r {
+        for TargetRef { input, id } in &supersedes {
+            let record = match id {
                 Some(r) => self.store.resolve(&owned, r).map_err(store_error)?,
                 None => None,
             };
@@ -367,6 +327,7 @@ fn transaction_rejection(targets: &[Target], r: &SupersedeRejection) -> Error {
 mod tests {
     use super::*;
     use crate::request::check_batch;
+    use spine_core::MAX_ID_BYTES;
     use spine_core::limits::MAX_BATCH_IDS as MAX_BATCH;
 
     #[test]

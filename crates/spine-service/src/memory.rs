@@ -2,16 +2,14 @@
 //! set_visibility.
 
 use spine_core::limits::{MAX_RULE_SUMMARY_BYTES, check_content_bytes};
-use spine_core::{
-    Caller, Category, Error, Hint, Memory, SummarySource, Visibility, stamp_schema_version,
-};
+use spine_core::{Caller, Category, Error, Hint, Memory, SummarySource, stamp_schema_version};
 use spine_store::{Access, Embedding};
 
 use crate::args::IdInput;
 use crate::args::{
     DeleteAllArgs, IdArgs, ScheduleMemoryArgs, SetVisibilityArgs, StoreMemoryArgs, UpdateMemoryArgs,
 };
-use crate::request::{ScheduleRequest, StoreRequest, dedup_tags};
+use crate::request::{ScheduleRequest, StoreRequest, UpdateRequest, visibility_of};
 use crate::views::{MemoryView, Status, Stored};
 use crate::{Service, store_error};
 
@@ -138,6 +136,11 @@ impl Service {
 
     /// update_memory: owner-only replacement of content, tags, summary and sharing.
     pub fn update_memory(&self, caller: &Caller, a: UpdateMemoryArgs) -> Result<Status, Error> {
+        self.update(caller, a.into())
+    }
+
+    /// update_memory's operation on a request; its checks need the record it rewrites.
+    pub fn update(&self, caller: &Caller, a: UpdateRequest) -> Result<Status, Error> {
         let mut a = a;
         let owned = Access::owned(caller);
         let mut m = self.find(&owned, &a.id)?;
@@ -152,7 +155,7 @@ impl Service {
         if let Some(summary) = a.summary.as_mut() {
             rules.screen("summary", summary)?;
         }
-        if a.shared.is_some() && is_rule {
+        if a.visibility.is_some() && is_rule {
             return Err(Error::failed_precondition(
                 "shared",
                 Hint::RuleImmutable,
@@ -175,8 +178,7 @@ impl Service {
                 self.limits().check_summary(summary)?;
             }
         }
-        let tags = a.tags.map(dedup_tags);
-        if let Some(tags) = &tags
+        if let Some(tags) = &a.tags
             && *tags != m.tags
         {
             self.limits().check_tags("tags", tags)?;
@@ -199,11 +201,11 @@ impl Service {
             m.summary_egress_at = None;
         }
         m.content = a.content;
-        if let Some(tags) = tags {
+        if let Some(tags) = a.tags {
             m.tags = tags;
         }
-        if let Some(shared) = a.shared {
-            m.visibility = if shared { Visibility::Shared } else { Visibility::Private };
+        if let Some(visibility) = a.visibility {
+            m.visibility = visibility;
         }
         m.access_count += 1;
         m.last_accessed_at = Some(now);
@@ -243,7 +245,7 @@ impl Service {
                 "a rule is always shared; its visibility cannot change",
             ));
         }
-        m.visibility = if a.shared { Visibility::Shared } else { Visibility::Private };
+        m.visibility = visibility_of(a.shared);
         m.schema_version = stamp_schema_version(m.schema_version);
         if !self.store.replace(&owned, &m, None).map_err(store_error)? {
             return Err(not_found(&a.id.input));

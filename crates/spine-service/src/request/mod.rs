@@ -26,8 +26,11 @@ use crate::budget;
 
 mod write;
 
-pub(crate) use write::dedup_tags;
-pub use write::{NewRecord, ScheduleRequest, StoreRequest, WriteRules};
+pub use write::{
+    MAX_IDEMPOTENCY_KEY_BYTES, NewRecord, ScheduleRequest, StoreRequest, SupersedeRequest,
+    TargetRef, UpdateRequest, WriteRules,
+};
+pub(crate) use write::{dedup_tags, visibility_of};
 
 /// `scope` is required unless `cross_spine` is true, in which case it is ignored.
 pub(crate) fn scope_filter(scope: Option<&str>, cross_spine: bool) -> Result<ScopeFilter, Error> {

@@ -9,9 +9,14 @@ use spine_core::limits::{
     MAX_DISCOVERY_CONTENT_BYTES, MAX_RULE_CONTENT_BYTES, check_citations, check_context,
 };
 use spine_core::secrets::{SecretsPolicy, find_secrets, redact};
-use spine_core::{Category, Citation, EpochSeconds, Error, Hint, Limits, Scope, Source};
+use spine_core::{
+    Category, Citation, EpochSeconds, Error, Hint, IdRef, Limits, MAX_ID_BYTES, Scope, Source,
+    Visibility,
+};
 
-use crate::args::{ScheduleMemoryArgs, StoreMemoryArgs};
+use crate::args::{
+    IdInput, ScheduleMemoryArgs, StoreMemoryArgs, SupersedeMemoryArgs, UpdateMemoryArgs,
+};
 
 /// Removes duplicate tags, keeping the first occurrence's position.
 pub(crate) fn dedup_tags(tags: Vec<String>) -> Vec<String> {
@@ -36,6 +41,11 @@ fn check_window(nb: Option<EpochSeconds>, na: Option<EpochSeconds>) -> Result<()
         ));
     }
     Ok(())
+}
+
+/// The visibility a write's `shared` argument asks for.
+pub(crate) fn visibility_of(shared: bool) -> Visibility {
+    if shared { Visibility::Shared } else { Visibility::Private }
 }
 
 /// What a write's checks read from the service's configuration.
@@ -250,5 +260,115 @@ impl ScheduleRequest {
         check_window(not_before, not_after)?;
         let record = StoreRequest::check(StoreMemoryArgs::from(a), rules)?;
         Ok(ScheduleRequest { record, not_before, not_after })
+    }
+}
+
+/// Most bytes of an idempotency key (our choice; documented in docs/records.md).
+pub const MAX_IDEMPOTENCY_KEY_BYTES: usize = 256;
+
+/// A record a supersession replaces, as the caller wrote it.
+#[derive(Debug, Clone)]
+pub struct TargetRef {
+    /// The caller's spelling, echoed in outcomes and errors.
+    pub input: String,
+    /// The id it names; `None` when it is not an id (then it is not found).
+    pub id: Option<IdRef>,
+}
+
+/// supersede_memory's request: the correcting record, checked like store_memory's, and the
+/// records it replaces.
+#[derive(Debug, Clone)]
+pub struct SupersedeRequest {
+    /// The correcting record.
+    pub record: StoreRequest,
+    /// At least one, each non-blank and at most `MAX_ID_BYTES`, in the caller's order
+    /// (duplicates kept: they collapse when resolved).
+    pub supersedes: Vec<TargetRef>,
+    /// Check and resolve the targets; write nothing.
+    pub validate_only: bool,
+    /// Non-blank, at most [`MAX_IDEMPOTENCY_KEY_BYTES`].
+    pub idempotency_key: Option<String>,
+}
+
+impl SupersedeRequest {
+    /// supersede_memory's checks: the targets' shape (SPEC: a long entry rejects the call,
+    /// before anything is resolved), the idempotency key, then store_memory's.
+    pub fn check(mut a: SupersedeMemoryArgs, rules: &WriteRules) -> Result<Self, Error> {
+        let supersedes = std::mem::take(&mut a.supersedes);
+        let (validate_only, key) = (a.validate_only, a.idempotency_key.take());
+        if supersedes.is_empty() {
+            return Err(Error::invalid(
+                "supersedes",
+                Hint::Required,
+                "supersedes needs at least one id of the record being corrected",
+            ));
+        }
+        let mut targets = Vec::with_capacity(supersedes.len());
+        for (i, s) in supersedes.into_iter().enumerate() {
+            let field = format!("supersedes[{i}]");
+            if s.trim().is_empty() {
+                return Err(Error::invalid(field, Hint::Blank, "an id must not be blank"));
+            }
+            if s.len() > MAX_ID_BYTES {
+                return Err(Error::invalid(
+                    field.clone(),
+                    Hint::TooLong,
+                    format!("{field} is {} bytes; an id is at most {MAX_ID_BYTES}", s.len()),
+                ));
+            }
+            targets.push(TargetRef { id: IdRef::parse_lenient(&s), input: s });
+        }
+        let idempotency_key = match key {
+            Some(k) if k.trim().is_empty() => {
+                return Err(Error::invalid(
+                    "idempotency_key",
+                    Hint::Blank,
+                    "idempotency_key must not be blank (omit it instead)",
+                ));
+            }
+            Some(k) if k.len() > MAX_IDEMPOTENCY_KEY_BYTES => {
+                return Err(Error::invalid(
+                    "idempotency_key",
+                    Hint::TooLong,
+                    format!(
+                        "idempotency_key is {} bytes; at most {MAX_IDEMPOTENCY_KEY_BYTES}",
+                        k.len()
+                    ),
+                ));
+            }
+            other => other,
+        };
+        // The correcting record is checked completely before anything is resolved.
+        let record = StoreRequest::check(StoreMemoryArgs::from(a), rules)?;
+        Ok(SupersedeRequest { record, supersedes: targets, validate_only, idempotency_key })
+    }
+}
+
+/// update_memory's request. Its checks depend on the record it rewrites (its kind, whether
+/// the content changes, who wrote the summary), so the operation runs them once the record
+/// is found.
+#[derive(Debug, Clone)]
+pub struct UpdateRequest {
+    /// The caller's own record.
+    pub id: IdInput,
+    /// The new content (the current one keeps it).
+    pub content: String,
+    /// The new visibility; `None` keeps it.
+    pub visibility: Option<Visibility>,
+    /// The new tags, each once; `None` keeps them, empty clears them.
+    pub tags: Option<Vec<String>>,
+    /// The new summary; `None` keeps it, empty clears it.
+    pub summary: Option<String>,
+}
+
+impl From<UpdateMemoryArgs> for UpdateRequest {
+    fn from(a: UpdateMemoryArgs) -> Self {
+        UpdateRequest {
+            id: a.id,
+            content: a.content,
+            visibility: a.shared.map(visibility_of),
+            tags: a.tags.map(dedup_tags),
+            summary: a.summary,
+        }
     }
 }
