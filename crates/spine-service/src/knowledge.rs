@@ -9,35 +9,20 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use spine_core::limits::{
-    MAX_RULES_LISTED, RULES_ADVISORY_ABOVE, check_citations, check_content_bytes,
-};
+use spine_core::limits::{MAX_RULES_LISTED, RULES_ADVISORY_ABOVE};
 use spine_core::{
-    Caller, Category, Citation, DiscoveryKind, Error, Hint, Memory, RecordId, Scope, ScopeKind,
-    Source, SummarySource, Visibility, stamp_schema_version,
+    Caller, Category, Error, Memory, RecordId, Scope, SummarySource, Visibility,
+    stamp_schema_version,
 };
 use spine_store::{Access, Embedding, Filter, Gate, NearestQuery, ScopeFilter};
 
 use crate::args::IdInput;
 use crate::args::{ListRulesArgs, SearchDiscoveryArgs, StoreDiscoveryArgs, StoreRuleArgs};
-use crate::memory::check_rule_summary;
-use crate::request::{DiscoveryRequest, Output, RulesRequest, dedup_tags, scope_of};
+use crate::request::{DiscoveryRequest, KnowledgeRequest, Output, RulesRequest, Written};
 use crate::views::{
     Coverage, DiscoveryResult, MemoryView, RuleEntry, RuleView, RulesResult, Stored,
 };
 use crate::{Service, store_error};
-
-/// The validated client-written part of a discovery or a rule.
-struct Written {
-    content: String,
-    scope: Scope,
-    category: Category,
-    source: Source,
-    tags: Vec<String>,
-    summary: String,
-    kind: Option<DiscoveryKind>,
-    citations: Vec<Citation>,
-}
 
 impl Written {
     /// Writes these fields onto `m`, new or replaced; everything else on `m` is kept.
@@ -93,69 +78,19 @@ fn rules_advisory(counts: &[ScopeCount]) -> Option<String> {
 impl Service {
     /// store_discovery: a citation-backed discovery, created or replaced in place.
     pub fn store_discovery(&self, caller: &Caller, a: StoreDiscoveryArgs) -> Result<Stored, Error> {
-        let mut a = a;
-        let rules = self.write_rules();
-        check_content_bytes(&a.content, rules.content_limit(Category::Discovery))?;
-        rules.screen_record(&mut a.content, a.summary.as_mut(), Some(&mut a.citations))?;
-        let kind = a.kind;
-        // SPEC Errors 6: a discovery without evidence is rejected.
-        if a.citations.is_empty() {
-            return Err(Error::invalid(
-                "citations",
-                Hint::Required,
-                "a discovery needs at least one citation (file, commit, url or repo) backing it",
-            ));
-        }
-        check_citations(&a.citations)?;
-        let scope = scope_of("scope", a.scope, ScopeKind::Discovery)?;
-        let tags = dedup_tags(a.tags.unwrap_or_default());
-        self.limits().check_tags("tags", &tags)?;
-        let summary = a.summary.unwrap_or_default();
-        self.limits().check_summary(&summary)?;
-        let written = Written {
-            content: a.content,
-            scope,
-            category: Category::Discovery,
-            source: Source::AgentInferred,
-            tags,
-            summary,
-            kind: Some(kind),
-            citations: a.citations,
-        };
-        self.write_knowledge(caller, written, a.id)
+        self.store_knowledge(caller, KnowledgeRequest::discovery(a, &self.write_rules())?)
     }
 
     /// store_rule: a user-approved rule, created or replaced in place; always shared.
     pub fn store_rule(&self, caller: &Caller, a: StoreRuleArgs) -> Result<Stored, Error> {
-        let mut a = a;
-        let rules = self.write_rules();
-        check_content_bytes(&a.content, rules.content_limit(Category::Rule))?;
-        rules.screen_record(&mut a.content, Some(&mut a.summary), None)?;
-        let scope = scope_of("scope", a.scope, ScopeKind::Rule)?;
-        check_rule_summary(&a.summary)?;
-        let tags = dedup_tags(a.tags.unwrap_or_default());
-        self.limits().check_tags("tags", &tags)?;
-        let written = Written {
-            content: a.content,
-            scope,
-            category: Category::Rule,
-            source: Source::UserSaid,
-            tags,
-            summary: a.summary,
-            kind: None,
-            citations: vec![],
-        };
-        self.write_knowledge(caller, written, a.id)
+        self.store_knowledge(caller, KnowledgeRequest::rule(a, &self.write_rules())?)
     }
 
-    /// Creates the record, or replaces `target` — which must be the caller's own record of
-    /// the same category, else not found — keeping its identity, ownership and states.
-    fn write_knowledge(
-        &self,
-        caller: &Caller,
-        w: Written,
-        target: Option<IdInput>,
-    ) -> Result<Stored, Error> {
+    /// store_discovery's and store_rule's operation on a checked request: creates the
+    /// record, or replaces `r.replace` — which must be the caller's own record of the same
+    /// category, else not found — keeping its identity, ownership and states.
+    pub fn store_knowledge(&self, caller: &Caller, r: KnowledgeRequest) -> Result<Stored, Error> {
+        let KnowledgeRequest { written: w, replace: target } = r;
         let owned = Access::owned(caller);
         let category = w.category;
         let not_found = |input: &str| {
@@ -344,6 +279,7 @@ impl Service {
 mod tests {
     use super::*;
     use crate::request::parse_scope_of;
+    use spine_core::{Hint, ScopeKind};
 
     #[test]
     fn scope_of_another_kind_is_reserved_and_a_memory_scope_malformed() {

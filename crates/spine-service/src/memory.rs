@@ -1,7 +1,7 @@
 //! Writes and single-record reads: store, schedule, get, update, delete, delete_all,
 //! set_visibility.
 
-use spine_core::limits::{MAX_RULE_SUMMARY_BYTES, check_content_bytes};
+use spine_core::limits::check_content_bytes;
 use spine_core::{Caller, Category, Error, Hint, Memory, SummarySource, stamp_schema_version};
 use spine_store::{Access, Embedding};
 
@@ -9,27 +9,11 @@ use crate::args::IdInput;
 use crate::args::{
     DeleteAllArgs, IdArgs, ScheduleMemoryArgs, SetVisibilityArgs, StoreMemoryArgs, UpdateMemoryArgs,
 };
-use crate::request::{ScheduleRequest, StoreRequest, UpdateRequest, visibility_of};
+use crate::request::{
+    ScheduleRequest, StoreRequest, UpdateRequest, check_rule_summary, visibility_of,
+};
 use crate::views::{MemoryView, Status, Stored};
 use crate::{Service, store_error};
-
-/// SPEC store_rule: a rule's summary is one physical line of at most 256 bytes.
-pub(crate) fn check_rule_summary(summary: &str) -> Result<(), Error> {
-    if summary.trim().is_empty() {
-        return Err(Error::invalid("summary", Hint::Required, "a rule needs a one-line summary"));
-    }
-    if summary.contains(['\n', '\r']) {
-        return Err(Error::invalid("summary", Hint::MultiLine, "a rule summary is a single line"));
-    }
-    if summary.len() > MAX_RULE_SUMMARY_BYTES {
-        return Err(Error::invalid(
-            "summary",
-            Hint::TooLong,
-            format!("rule summary is {} bytes; at most {MAX_RULE_SUMMARY_BYTES}", summary.len()),
-        ));
-    }
-    Ok(())
-}
 
 pub(crate) fn not_found(input: &str) -> Error {
     // SPEC Errors 2: echo only the caller's own input.

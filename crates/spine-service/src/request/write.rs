@@ -6,17 +6,20 @@
 //! the order it reports them, before anything is embedded or written.
 
 use spine_core::limits::{
-    MAX_DISCOVERY_CONTENT_BYTES, MAX_RULE_CONTENT_BYTES, check_citations, check_context,
+    MAX_DISCOVERY_CONTENT_BYTES, MAX_RULE_CONTENT_BYTES, MAX_RULE_SUMMARY_BYTES, check_citations,
+    check_content_bytes, check_context,
 };
 use spine_core::secrets::{SecretsPolicy, find_secrets, redact};
 use spine_core::{
-    Category, Citation, EpochSeconds, Error, Hint, IdRef, Limits, MAX_ID_BYTES, Scope, Source,
-    Visibility,
+    Category, Citation, DiscoveryKind, EpochSeconds, Error, Hint, IdRef, Limits, MAX_ID_BYTES,
+    Scope, ScopeKind, Source, Visibility,
 };
 
 use crate::args::{
-    IdInput, ScheduleMemoryArgs, StoreMemoryArgs, SupersedeMemoryArgs, UpdateMemoryArgs,
+    IdInput, ScheduleMemoryArgs, StoreDiscoveryArgs, StoreMemoryArgs, StoreRuleArgs,
+    SupersedeMemoryArgs, UpdateMemoryArgs,
 };
+use crate::request::scope_of;
 
 /// Removes duplicate tags, keeping the first occurrence's position.
 pub(crate) fn dedup_tags(tags: Vec<String>) -> Vec<String> {
@@ -38,6 +41,24 @@ fn check_window(nb: Option<EpochSeconds>, na: Option<EpochSeconds>) -> Result<()
                 nb.to_rfc3339(),
                 na.to_rfc3339()
             ),
+        ));
+    }
+    Ok(())
+}
+
+/// SPEC store_rule: a rule's summary is one physical line of at most 256 bytes.
+pub(crate) fn check_rule_summary(summary: &str) -> Result<(), Error> {
+    if summary.trim().is_empty() {
+        return Err(Error::invalid("summary", Hint::Required, "a rule needs a one-line summary"));
+    }
+    if summary.contains(['\n', '\r']) {
+        return Err(Error::invalid("summary", Hint::MultiLine, "a rule summary is a single line"));
+    }
+    if summary.len() > MAX_RULE_SUMMARY_BYTES {
+        return Err(Error::invalid(
+            "summary",
+            Hint::TooLong,
+            format!("rule summary is {} bytes; at most {MAX_RULE_SUMMARY_BYTES}", summary.len()),
         ));
     }
     Ok(())
@@ -370,5 +391,82 @@ impl From<UpdateMemoryArgs> for UpdateRequest {
             tags: a.tags.map(dedup_tags),
             summary: a.summary,
         }
+    }
+}
+
+/// The checked client-written part of a discovery or a rule.
+#[derive(Debug, Clone)]
+pub(crate) struct Written {
+    pub(crate) content: String,
+    pub(crate) scope: Scope,
+    pub(crate) category: Category,
+    pub(crate) source: Source,
+    pub(crate) tags: Vec<String>,
+    pub(crate) summary: String,
+    pub(crate) kind: Option<DiscoveryKind>,
+    pub(crate) citations: Vec<Citation>,
+}
+
+/// store_discovery's and store_rule's request: the checked fields of a discovery or a rule
+/// (category and source set by the server), and which of the caller's records of that kind
+/// it replaces in place, if any.
+#[derive(Debug, Clone)]
+pub struct KnowledgeRequest {
+    pub(crate) written: Written,
+    /// The caller's record it replaces; `None` creates one.
+    pub replace: Option<IdInput>,
+}
+
+impl KnowledgeRequest {
+    /// store_discovery's checks, in the order a call reports them.
+    pub fn discovery(mut a: StoreDiscoveryArgs, rules: &WriteRules) -> Result<Self, Error> {
+        check_content_bytes(&a.content, rules.content_limit(Category::Discovery))?;
+        rules.screen_record(&mut a.content, a.summary.as_mut(), Some(&mut a.citations))?;
+        // SPEC Errors 6: a discovery without evidence is rejected.
+        if a.citations.is_empty() {
+            return Err(Error::invalid(
+                "citations",
+                Hint::Required,
+                "a discovery needs at least one citation (file, commit, url or repo) backing it",
+            ));
+        }
+        check_citations(&a.citations)?;
+        let scope = scope_of("scope", a.scope, ScopeKind::Discovery)?;
+        let tags = dedup_tags(a.tags.unwrap_or_default());
+        rules.limits.check_tags("tags", &tags)?;
+        let summary = a.summary.unwrap_or_default();
+        rules.limits.check_summary(&summary)?;
+        let written = Written {
+            content: a.content,
+            scope,
+            category: Category::Discovery,
+            source: Source::AgentInferred,
+            tags,
+            summary,
+            kind: Some(a.kind),
+            citations: a.citations,
+        };
+        Ok(KnowledgeRequest { written, replace: a.id })
+    }
+
+    /// store_rule's checks, in the order a call reports them.
+    pub fn rule(mut a: StoreRuleArgs, rules: &WriteRules) -> Result<Self, Error> {
+        check_content_bytes(&a.content, rules.content_limit(Category::Rule))?;
+        rules.screen_record(&mut a.content, Some(&mut a.summary), None)?;
+        let scope = scope_of("scope", a.scope, ScopeKind::Rule)?;
+        check_rule_summary(&a.summary)?;
+        let tags = dedup_tags(a.tags.unwrap_or_default());
+        rules.limits.check_tags("tags", &tags)?;
+        let written = Written {
+            content: a.content,
+            scope,
+            category: Category::Rule,
+            source: Source::UserSaid,
+            tags,
+            summary: a.summary,
+            kind: None,
+            citations: vec![],
+        };
+        Ok(KnowledgeRequest { written, replace: a.id })
     }
 }
