@@ -2,7 +2,9 @@
 //! set_visibility.
 
 use spine_core::limits::check_content_bytes;
-use spine_core::{Caller, Category, Error, Hint, Memory, SummarySource, stamp_schema_version};
+use spine_core::{
+    Caller, Category, Error, Hint, Memory, Scope, SummarySource, stamp_schema_version,
+};
 use spine_store::{Access, Embedding};
 
 use crate::args::IdInput;
@@ -10,7 +12,7 @@ use crate::args::{
     DeleteAllArgs, IdArgs, ScheduleMemoryArgs, SetVisibilityArgs, StoreMemoryArgs, UpdateMemoryArgs,
 };
 use crate::request::{
-    ScheduleRequest, StoreRequest, UpdateRequest, check_rule_summary, visibility_of,
+    ScheduleRequest, StoreRequest, UpdateRequest, VisibilityRequest, check_rule_summary,
 };
 use crate::views::{MemoryView, Status, Stored};
 use crate::{Service, store_error};
@@ -204,24 +206,43 @@ impl Service {
 
     /// delete_memory: owner-only; rules included (the only way to retire one).
     pub fn delete_memory(&self, caller: &Caller, a: IdArgs) -> Result<Status, Error> {
+        self.delete(caller, &a.id)
+    }
+
+    /// delete_memory's operation: deletes the caller's record `id`.
+    pub fn delete(&self, caller: &Caller, id: &IdInput) -> Result<Status, Error> {
         let owned = Access::owned(caller);
-        let m = self.find(&owned, &a.id)?;
+        let m = self.find(&owned, id)?;
         if !self.store.delete(&owned, &m.id).map_err(store_error)? {
-            return Err(not_found(&a.id.input));
+            return Err(not_found(&id.input));
         }
         Ok(Status { status: "deleted".into(), deleted: None })
     }
 
     /// delete_all: deletes only the caller's own records in one scope.
     pub fn delete_all(&self, caller: &Caller, a: DeleteAllArgs) -> Result<Status, Error> {
-        let n = self.store.delete_scope(&Access::owned(caller), &a.scope).map_err(store_error)?;
+        self.clear_scope(caller, &a.scope)
+    }
+
+    /// delete_all's operation: deletes the caller's records in `scope`.
+    pub fn clear_scope(&self, caller: &Caller, scope: &Scope) -> Result<Status, Error> {
+        let n = self.store.delete_scope(&Access::owned(caller), scope).map_err(store_error)?;
         Ok(Status { status: "scope cleared".into(), deleted: Some(n) })
     }
 
     /// set_visibility: owner-only; no re-embedding; never on rules.
     pub fn set_visibility(&self, caller: &Caller, a: SetVisibilityArgs) -> Result<Status, Error> {
+        self.change_visibility(caller, a.into())
+    }
+
+    /// set_visibility's operation on a request.
+    pub fn change_visibility(
+        &self,
+        caller: &Caller,
+        r: VisibilityRequest,
+    ) -> Result<Status, Error> {
         let owned = Access::owned(caller);
-        let mut m = self.find(&owned, &a.id)?;
+        let mut m = self.find(&owned, &r.id)?;
         if m.category == Category::Rule {
             return Err(Error::failed_precondition(
                 "id",
@@ -229,10 +250,10 @@ impl Service {
                 "a rule is always shared; its visibility cannot change",
             ));
         }
-        m.visibility = visibility_of(a.shared);
+        m.visibility = r.visibility;
         m.schema_version = stamp_schema_version(m.schema_version);
         if !self.store.replace(&owned, &m, None).map_err(store_error)? {
-            return Err(not_found(&a.id.input));
+            return Err(not_found(&r.id.input));
         }
         Ok(Status { status: "visibility updated".into(), deleted: None })
     }

@@ -28,9 +28,9 @@ mod write;
 
 pub use write::{
     KnowledgeRequest, MAX_IDEMPOTENCY_KEY_BYTES, NewRecord, ScheduleRequest, StoreRequest,
-    SupersedeRequest, TargetRef, UpdateRequest, WriteRules,
+    SupersedeRequest, TargetRef, UpdateRequest, VisibilityRequest, WriteRules,
 };
-pub(crate) use write::{Written, check_rule_summary, dedup_tags, visibility_of};
+pub(crate) use write::{Written, check_rule_summary, dedup_tags};
 
 /// `scope` is required unless `cross_spine` is true, in which case it is ignored.
 pub(crate) fn scope_filter(scope: Option<&str>, cross_spine: bool) -> Result<ScopeFilter, Error> {

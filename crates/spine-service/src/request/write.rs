@@ -16,8 +16,8 @@ use spine_core::{
 };
 
 use crate::args::{
-    IdInput, ScheduleMemoryArgs, StoreDiscoveryArgs, StoreMemoryArgs, StoreRuleArgs,
-    SupersedeMemoryArgs, UpdateMemoryArgs,
+    IdInput, ScheduleMemoryArgs, SetVisibilityArgs, StoreDiscoveryArgs, StoreMemoryArgs,
+    StoreRuleArgs, SupersedeMemoryArgs, UpdateMemoryArgs,
 };
 use crate::request::scope_of;
 
@@ -65,7 +65,7 @@ pub(crate) fn check_rule_summary(summary: &str) -> Result<(), Error> {
 }
 
 /// The visibility a write's `shared` argument asks for.
-pub(crate) fn visibility_of(shared: bool) -> Visibility {
+fn visibility_of(shared: bool) -> Visibility {
     if shared { Visibility::Shared } else { Visibility::Private }
 }
 
@@ -281,6 +281,21 @@ impl ScheduleRequest {
         check_window(not_before, not_after)?;
         let record = StoreRequest::check(StoreMemoryArgs::from(a), rules)?;
         Ok(ScheduleRequest { record, not_before, not_after })
+    }
+}
+
+/// set_visibility's request.
+#[derive(Debug, Clone)]
+pub struct VisibilityRequest {
+    /// The caller's own record (not a rule: the operation checks).
+    pub id: IdInput,
+    /// What it becomes.
+    pub visibility: Visibility,
+}
+
+impl From<SetVisibilityArgs> for VisibilityRequest {
+    fn from(a: SetVisibilityArgs) -> Self {
+        VisibilityRequest { id: a.id, visibility: visibility_of(a.shared) }
     }
 }
 
