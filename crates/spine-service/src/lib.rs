@@ -1,7 +1,8 @@
 //! The operations of Spine, one function per tool, independent of any transport.
 //!
-//! Every operation takes the [`Caller`], its typed arguments (see [`args`]) and reads the
-//! time from the injected [`Clock`]; it returns a typed result (see [`views`]) or a
+//! Every operation takes the [`Caller`] and a typed request (see [`request`]; each tool's
+//! entry point converts its wire arguments, see [`args`], and calls it) and reads the time
+//! from the injected [`Clock`]; it returns a typed result (see [`views`]) or a
 //! [`spine_core::Error`] naming the offending field. The MCP tools are thin adapters over
 //! [`Service`]. The operator commands are not: they act for the operator across every owner,
 //! as `spine-ops` use cases over the same store contract.

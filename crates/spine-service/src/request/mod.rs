@@ -3,10 +3,12 @@
 //! The wire structs of [`crate::args`] (serde, JSON Schema; the MCP tools' input schemas
 //! are generated from them, and the Connect API's messages convert into them) hold what a
 //! client sent; a request here holds what the operation acts on: a checked query, the
-//! scope selection, a resolved page size, the store [`Filter`], the character budget.
-//! `TryFrom` each wire struct is the one place its checks run, in the order a call reports
-//! them; the service's own callers (the prompt hook, the digest) build requests directly.
-//! This is ripgrep's `LowArgs` → `HiArgs`.
+//! scope selection, a resolved page size, the store [`Filter`], the character budget, a
+//! checked new record. `TryFrom` each read's wire struct is the one place its checks run,
+//! in the order a call reports them; a write's checks also read the configured limits and
+//! secrets policy, so its request is built by a `check` taking [`WriteRules`] (see
+//! `write.rs`). The service's own callers (the prompt hook, the digest, import-notes) build
+//! requests directly. This is ripgrep's `LowArgs` → `HiArgs`.
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;

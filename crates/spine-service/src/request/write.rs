@@ -485,3 +485,6 @@ impl KnowledgeRequest {
         Ok(KnowledgeRequest { written, replace: a.id })
     }
 }
+
+#[cfg(test)]
+mod tests;
