@@ -136,19 +136,22 @@ pub(crate) fn check_batch(ids: &[String]) -> Result<(), Error> {
             format!("ids has {} entries; at most {MAX_BATCH_IDS} per call", ids.len()),
         ));
     }
+    check_id_entries("ids", ids)
+}
+
+/// Each entry of the id list `field`: non-blank, at most `MAX_ID_BYTES` (the entry is named
+/// `field[i]`). An entry that is not an id passes: it gets its own `not_found`.
+pub(crate) fn check_id_entries(field: &str, ids: &[String]) -> Result<(), Error> {
     for (i, id) in ids.iter().enumerate() {
+        let entry = format!("{field}[{i}]");
         if id.trim().is_empty() {
-            return Err(Error::invalid(
-                format!("ids[{i}]"),
-                Hint::Blank,
-                "an id must not be blank",
-            ));
+            return Err(Error::invalid(entry, Hint::Blank, "an id must not be blank"));
         }
         if id.len() > MAX_ID_BYTES {
             return Err(Error::invalid(
-                format!("ids[{i}]"),
+                entry.clone(),
                 Hint::TooLong,
-                format!("ids[{i}] is {} bytes; an id is at most {MAX_ID_BYTES}", id.len()),
+                format!("{entry} is {} bytes; an id is at most {MAX_ID_BYTES}", id.len()),
             ));
         }
     }

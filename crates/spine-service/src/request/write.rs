@@ -11,15 +11,15 @@ use spine_core::limits::{
 };
 use spine_core::secrets::{SecretsPolicy, find_secrets, redact};
 use spine_core::{
-    Category, Citation, DiscoveryKind, EpochSeconds, Error, Hint, IdRef, Limits, MAX_ID_BYTES,
-    Scope, ScopeKind, Source, Visibility,
+    Category, Citation, DiscoveryKind, EpochSeconds, Error, Hint, IdRef, Limits, Scope, ScopeKind,
+    Source, Visibility,
 };
 
 use crate::args::{
     IdInput, ScheduleMemoryArgs, SetVisibilityArgs, StoreDiscoveryArgs, StoreMemoryArgs,
     StoreRuleArgs, SupersedeMemoryArgs, UpdateMemoryArgs,
 };
-use crate::request::scope_of;
+use crate::request::{check_id_entries, scope_of};
 
 /// Removes duplicate tags, keeping the first occurrence's position.
 pub(crate) fn dedup_tags(tags: Vec<String>) -> Vec<String> {
@@ -339,21 +339,11 @@ impl SupersedeRequest {
                 "supersedes needs at least one id of the record being corrected",
             ));
         }
-        let mut targets = Vec::with_capacity(supersedes.len());
-        for (i, s) in supersedes.into_iter().enumerate() {
-            let field = format!("supersedes[{i}]");
-            if s.trim().is_empty() {
-                return Err(Error::invalid(field, Hint::Blank, "an id must not be blank"));
-            }
-            if s.len() > MAX_ID_BYTES {
-                return Err(Error::invalid(
-                    field.clone(),
-                    Hint::TooLong,
-                    format!("{field} is {} bytes; an id is at most {MAX_ID_BYTES}", s.len()),
-                ));
-            }
-            targets.push(TargetRef { id: IdRef::parse_lenient(&s), input: s });
-        }
+        check_id_entries("supersedes", &supersedes)?;
+        let targets = supersedes
+            .into_iter()
+            .map(|s| TargetRef { id: IdRef::parse_lenient(&s), input: s })
+            .collect();
         let idempotency_key = match key {
             Some(k) if k.trim().is_empty() => {
                 return Err(Error::invalid(

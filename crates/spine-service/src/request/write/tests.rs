@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 use spine_core::secrets::SecretsPolicy;
-use spine_core::{Hint, Limits};
+use spine_core::{Hint, Limits, MAX_ID_BYTES};
 
 use super::*;
 use crate::args::parse_args;
