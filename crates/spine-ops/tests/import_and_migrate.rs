@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use spine_core::{Caller, Category, Memory, SCHEMA_VERSION, Scope, ShortId, Source, Timestamp};
+use spine_core::SCHEMA_VERSION;
 use spine_embed::{EmbedError, Embedder};
 use spine_ops::stop::Never;
 use spine_ops::transfer::{Exported, Target, export, import};
@@ -195,23 +195,11 @@ fn crafted(
     content: &str,
     edit: impl FnOnce(&mut serde_json::Map<String, Value>),
 ) -> (String, String) {
-    let m = Memory::new(
-        ShortId::mint(),
-        content.into(),
-        Scope::parse("scope", SCOPE).unwrap(),
-        Source::UserSaid,
-        Category::Convention,
-        &Caller::anonymous(),
-        Timestamp::from_micros(1_750_000_000_000_000),
-    );
-    let Value::Object(mut o) = serde_json::to_value(&m).unwrap() else { unreachable!() };
-    edit(&mut o);
-    let body = Value::Object(o).to_string();
-    (m.id.to_string(), format!(r#"{{"record":{body}}}"#))
+    spine_testkit::records::export_line(SCOPE, content, edit)
 }
 
 fn header() -> String {
-    r#"{"header":{"format":"spine-export","version":1,"exported_at":"2027-01-01T00:00:00Z","schema_version":1,"scope":null,"vectors":false}}"#.to_owned()
+    spine_testkit::records::export_header()
 }
 
 /// Each record line of `s`'s export (no vectors), by id.

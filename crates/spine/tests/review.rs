@@ -53,17 +53,7 @@ fn record(scope: &str, content: &str, owner: &str) -> Memory {
 
 /// A unit vector of the built-in model's length pointing somewhere of its own.
 fn vector(seed: u64) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    let v: Vec<f32> = (0..DIMS)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % 2000) as f32 / 1000.0 - 1.0
-        })
-        .collect();
-    let n = v.iter().map(|a| a * a).sum::<f32>().sqrt();
-    v.into_iter().map(|a| a / n).collect()
+    spine_testkit::records::unit_vector(seed, DIMS)
 }
 
 fn insert(store: &dyn spine_store::OperatorStore, m: &Memory, seed: u64) {

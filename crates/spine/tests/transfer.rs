@@ -428,23 +428,11 @@ fn crafted(
     content: &str,
     edit: impl FnOnce(&mut serde_json::Map<String, Value>),
 ) -> (String, String) {
-    let m = Memory::new(
-        ShortId::mint(),
-        content.into(),
-        Scope::parse("scope", SCOPE).unwrap(),
-        Source::UserSaid,
-        Category::Convention,
-        &Caller::anonymous(),
-        Timestamp::from_micros(1_750_000_000_000_000),
-    );
-    let Value::Object(mut o) = serde_json::to_value(&m).unwrap() else { unreachable!() };
-    edit(&mut o);
-    let body = Value::Object(o).to_string();
-    (m.id.to_string(), format!(r#"{{"record":{body}}}"#))
+    spine_testkit::records::export_line(SCOPE, content, edit)
 }
 
 fn header() -> String {
-    r#"{"header":{"format":"spine-export","version":1,"exported_at":"2027-01-01T00:00:00Z","schema_version":1,"scope":null,"vectors":false}}"#.to_owned()
+    spine_testkit::records::export_header()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
