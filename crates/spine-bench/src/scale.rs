@@ -38,7 +38,7 @@ use spine_embed::Embedder;
 use spine_service::Service;
 use spine_service::args::parse_args;
 use spine_store::{
-    Access, Embedding, Filter, NearestQuery, PgStore, ScopeFilter, SqliteStore, Store,
+    Access, Embedding, Filter, NearestQuery, PgStore, RowidPage, ScopeFilter, SqliteStore, Store,
     TransferStore,
 };
 use spine_testkit::postgres::FreshDatabase;
@@ -160,7 +160,7 @@ fn exact_top10(
     let mut best: Vec<Vec<(f32, String)>> = vec![Vec::new(); queries.len()];
     let mut after = 0;
     loop {
-        let page = store.export_page(None, after, 5000, true)?;
+        let page = store.export_page(RowidPage { scope: None, after, limit: 5000 }, true)?;
         let Some(last) = page.last() else { break };
         after = last.rowid;
         for r in page {

@@ -30,7 +30,7 @@ use spine_core::{
 pub use operator::{
     AutoSummary, Check, ConsolidationCandidate, ConsolidationGroup, ConsolidationLink,
     ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, MissingSummaries, OperatorStore,
-    PurgeCandidate, PurgeClass, PurgeCriteria, PurgeOutcome, PurgeRefusal, ReviewStore,
+    PurgeCandidate, PurgeClass, PurgeCriteria, PurgeOutcome, PurgeRefusal, ReviewStore, RowidPage,
     StateCounts, StoredRecord, StoredVector, SummaryCandidate, SummaryStore, TransferStore,
     VectorExpectation, VectorStamp, VerifyPage, Violation, purge_verdicts, record_digest,
 };

@@ -9,8 +9,8 @@ use std::fmt::Debug;
 
 use spine_core::{EpochSeconds, Memory, RecordId, Scope, State, Timestamp};
 use spine_store::{
-    Embedding, PgStore, ReviewStore, SqliteStore, StateCounts, TransferStore, VectorExpectation,
-    VectorStamp, Violation, record_digest,
+    Embedding, PgStore, ReviewStore, RowidPage, SqliteStore, StateCounts, TransferStore,
+    VectorExpectation, VectorStamp, Violation, record_digest,
 };
 use spine_testkit::postgres::FreshDatabase;
 
@@ -265,7 +265,7 @@ fn verify_all(
     let expect = VectorExpectation { model: Some("m".into()), dims: Some(2), configured: true };
     let (mut after, mut pages, mut found) = (0, Vec::new(), Vec::new());
     loop {
-        let page = s.verify_page(scope, after, limit, &expect).unwrap();
+        let page = s.verify_page(RowidPage { scope, after, limit }, &expect).unwrap();
         let Some(last) = page.last_rowid else {
             assert_eq!(page.checked, 0);
             return (pages, found);

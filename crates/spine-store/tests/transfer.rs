@@ -5,7 +5,7 @@
 use spine_core::{Caller, EpochSeconds, RecordId, SCHEMA_VERSION, Scope, Timestamp};
 use spine_store::{
     Access, AutoSummary, Embedding, ImportOutcome, ImportRecord, MissingSummaries, PgStore,
-    SqliteStore, Store, SummaryStore, TransferStore,
+    RowidPage, SqliteStore, Store, SummaryStore, TransferStore,
 };
 use spine_testkit::records::record;
 
@@ -48,18 +48,30 @@ fn import_keeps_payload_keys_and_vectors_and_reports_present_and_clashing_ids() 
         assert_eq!(s.ids_present(&[a.id, clash.id]).unwrap(), [true, false]);
         assert_eq!(s.count_records(None).unwrap(), 1);
 
-        let page = s.export_page(None, 0, 10, true).unwrap();
+        let page = s.export_page(RowidPage { scope: None, after: 0, limit: 10 }, true).unwrap();
         assert_eq!(page.len(), 1);
         assert_eq!(page[0].body, body, "the payload byte for byte, unknown keys included");
         let vector = page[0].vector.as_ref().unwrap();
         assert_eq!((vector.model.as_str(), vector.dims), ("m", 3));
         let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
         assert_eq!(vector.data, bytes);
-        assert!(s.export_page(None, page[0].rowid, 10, true).unwrap().is_empty());
-        assert!(s.export_page(None, 0, 10, false).unwrap()[0].vector.is_none());
+        assert!(
+            s.export_page(RowidPage { scope: None, after: page[0].rowid, limit: 10 }, true)
+                .unwrap()
+                .is_empty()
+        );
+        assert!(
+            s.export_page(RowidPage { scope: None, after: 0, limit: 10 }, false).unwrap()[0]
+                .vector
+                .is_none()
+        );
         let other = Scope::parse("scope", "acme:project:other").unwrap();
         assert_eq!(s.count_records(Some(&other)).unwrap(), 0);
-        assert!(s.export_page(Some(&other), 0, 10, true).unwrap().is_empty());
+        assert!(
+            s.export_page(RowidPage { scope: Some(&other), after: 0, limit: 10 }, true)
+                .unwrap()
+                .is_empty()
+        );
     });
 }
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use spine_core::Scope;
-use spine_store::{OperatorStore, VectorExpectation, VectorStamp, Violation};
+use spine_store::{OperatorStore, RowidPage, VectorExpectation, VectorStamp, Violation};
 
 use crate::{Progress, Result};
 
@@ -43,7 +43,7 @@ pub fn verify(
     progress.start("verifying", store.count_records(scope)?);
     let (mut checked, mut after, mut violations) = (0u64, 0i64, Vec::new());
     loop {
-        let page = store.verify_page(scope, after, PAGE, &expect)?;
+        let page = store.verify_page(RowidPage { scope, after, limit: PAGE }, &expect)?;
         let Some(last) = page.last_rowid else { break };
         checked += page.checked;
         progress.advance(page.checked);

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use spine_core::{EpochSeconds, Memory, SCHEMA_VERSION, Scope, Timestamp};
-use spine_store::{OperatorStore, StoredRecord};
+use spine_store::{OperatorStore, RowidPage, StoredRecord};
 
 use super::format::{
     End, EndLine, FORMAT, FORMAT_VERSION, Header, HeaderLine, Line, parse_line, write_json_line,
@@ -262,7 +262,7 @@ pub fn export(
             progress.finish();
             return Ok(Exported::Stopped(why));
         }
-        let page = store.export_page(scope, after, PAGE, vectors)?;
+        let page = store.export_page(RowidPage { scope, after, limit: PAGE }, vectors)?;
         let Some(last) = page.last() else { break };
         after = last.rowid;
         for r in &page {

@@ -34,6 +34,18 @@ pub use review::{
 
 use crate::{Embedding, Result, Store};
 
+/// One page of a walk in insertion order: the records of `scope` (or of every scope) after
+/// position `after` (the last row of the previous page; 0 to start), at most `limit`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowidPage<'a> {
+    /// Only this scope's records; `None`: every scope.
+    pub scope: Option<&'a Scope>,
+    /// The position of the previous page's last row.
+    pub after: i64,
+    /// The most rows the page holds.
+    pub limit: usize,
+}
+
 /// Everything the operator commands need from a backend (see the module documentation).
 pub trait OperatorStore: TransferStore + SummaryStore + ReviewStore {}
 
@@ -45,16 +57,9 @@ pub trait TransferStore: Store {
     /// How many records there are, in `scope` or in all.
     fn count_records(&self, scope: Option<&Scope>) -> Result<u64>;
 
-    /// Up to `limit` records after rowid `after`, in rowid order, in `scope` or in all,
-    /// with their vectors when `vectors`. One read transaction: a record and its vector are
-    /// read together.
-    fn export_page(
-        &self,
-        scope: Option<&Scope>,
-        after: i64,
-        limit: usize,
-        vectors: bool,
-    ) -> Result<Vec<StoredRecord>>;
+    /// The records of `page`, in rowid order, with their vectors when `vectors`. One read
+    /// transaction: a record and its vector are read together.
+    fn export_page(&self, page: RowidPage<'_>, vectors: bool) -> Result<Vec<StoredRecord>>;
 
     /// For each id, whether a record with it exists.
     fn ids_present(&self, ids: &[RecordId]) -> Result<Vec<bool>>;
@@ -151,20 +156,13 @@ pub trait ReviewStore: Store {
     /// The vectors of the records in `scope` (or the whole store) by stamp and length.
     fn vector_stamps(&self, scope: Option<&Scope>) -> Result<Vec<VectorStamp>>;
 
-    /// Checks up to `limit` records of `scope` (or every scope) after `after_rowid`, in
-    /// rowid order, each against one snapshot (a page is one read transaction, so a
-    /// supersession committed meanwhile is seen whole or not at all).
+    /// Checks the records of `page`, in rowid order, each against one snapshot (a page is one
+    /// read transaction, so a supersession committed meanwhile is seen whole or not at all).
     ///
     /// Short_id uniqueness is checked by [`OperatorStore::duplicate_short_ids`]. A
     /// `supersedes` entry naming a record that no longer exists is not a violation: deleting
     /// or purging a chain's old records is allowed and leaves the head valid.
-    fn verify_page(
-        &self,
-        scope: Option<&Scope>,
-        after_rowid: i64,
-        limit: usize,
-        expect: &VectorExpectation,
-    ) -> Result<VerifyPage>;
+    fn verify_page(&self, page: RowidPage<'_>, expect: &VectorExpectation) -> Result<VerifyPage>;
 
     /// Records of `scope` (or every scope) whose short_id another record (anywhere) shares.
     fn duplicate_short_ids(&self, scope: Option<&Scope>) -> Result<Vec<Violation>>;

@@ -25,8 +25,8 @@ use crate::fields::Fields;
 use crate::operator::{consolidation, dedup, purge};
 use crate::{
     ConsolidationCandidate, ConsolidationGroup, ConsolidationLink, PurgeCandidate, PurgeCriteria,
-    PurgeOutcome, Result, ReviewStore, StateCounts, StoreError, TransferStore, VectorExpectation,
-    VectorStamp, VerifyPage, Violation,
+    PurgeOutcome, Result, ReviewStore, RowidPage, StateCounts, StoreError, TransferStore,
+    VectorExpectation, VectorStamp, VerifyPage, Violation,
 };
 
 /// Which records consolidate considers (as on SQLite): readable by someone (an owner key),
@@ -116,13 +116,8 @@ impl ReviewStore for PgStore {
     }
 
     /// A page is one read-only REPEATABLE READ transaction.
-    fn verify_page(
-        &self,
-        scope: Option<&Scope>,
-        after_rowid: i64,
-        limit: usize,
-        expect: &VectorExpectation,
-    ) -> Result<VerifyPage> {
+    fn verify_page(&self, page: RowidPage<'_>, expect: &VectorExpectation) -> Result<VerifyPage> {
+        let RowidPage { scope, after: after_rowid, limit } = page;
         self.block(async {
             let mut client = self.pool.get().await?;
             let tx = super::snapshot(&mut client).await?;

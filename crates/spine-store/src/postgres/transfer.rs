@@ -18,8 +18,8 @@ use crate::codec::parse_id;
 use crate::fields::Fields;
 use crate::operator::export_gate_verdict;
 use crate::{
-    ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, StoreError, StoredRecord,
-    TransferStore, record_digest,
+    ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, RowidPage, StoreError,
+    StoredRecord, TransferStore, record_digest,
 };
 
 /// The extract-before-delete gate for each of `ids` (`crate::operator`): whether the record
@@ -81,13 +81,8 @@ impl TransferStore for PgStore {
         Ok(self.query_one(sql, &[&scope])?.int(0)? as u64)
     }
 
-    fn export_page(
-        &self,
-        scope: Option<&Scope>,
-        after: i64,
-        limit: usize,
-        vectors: bool,
-    ) -> Result<Vec<StoredRecord>> {
+    fn export_page(&self, page: RowidPage<'_>, vectors: bool) -> Result<Vec<StoredRecord>> {
+        let RowidPage { scope, after, limit } = page;
         let scope = scope.map(|s| s.as_str().to_owned());
         let rows = self.query(
             "SELECT rowid, id, body::text, CASE WHEN $4 THEN model END, dims,

@@ -22,8 +22,8 @@ use super::{STAMP_VERSION, SqliteStore, Where};
 use crate::operator::{consolidation, purge};
 use crate::{
     ConsolidationCandidate, ConsolidationGroup, ConsolidationLink, PurgeCandidate, PurgeCriteria,
-    PurgeOutcome, Result, ReviewStore, StateCounts, TransferStore, VectorExpectation, VectorStamp,
-    VerifyPage, Violation,
+    PurgeOutcome, Result, ReviewStore, RowidPage, StateCounts, TransferStore, VectorExpectation,
+    VectorStamp, VerifyPage, Violation,
 };
 
 /// Which records consolidate considers: readable by someone (an owner key), recall-visible
@@ -96,13 +96,8 @@ impl ReviewStore for SqliteStore {
         stmt.query_and_then([scope.map(Scope::as_str)], |r| VectorStamp::read(r))?.collect()
     }
 
-    fn verify_page(
-        &self,
-        scope: Option<&Scope>,
-        after_rowid: i64,
-        limit: usize,
-        expect: &VectorExpectation,
-    ) -> Result<VerifyPage> {
+    fn verify_page(&self, page: RowidPage<'_>, expect: &VectorExpectation) -> Result<VerifyPage> {
+        let RowidPage { scope, after: after_rowid, limit } = page;
         let mut conn = self.lock();
         let tx = conn.transaction()?;
         verify_rows(&tx, scope, after_rowid, limit, expect)

@@ -22,8 +22,8 @@ use super::{SqliteStore, write_row, write_vector};
 use crate::codec::parse_id;
 use crate::operator::export_gate_verdict;
 use crate::{
-    ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, StoredRecord, TransferStore,
-    record_digest,
+    ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, RowidPage, StoredRecord,
+    TransferStore, record_digest,
 };
 
 /// The extract-before-delete gate for each of `ids` (`crate::operator`): whether the record
@@ -61,13 +61,8 @@ impl TransferStore for SqliteStore {
         Ok(n as u64)
     }
 
-    fn export_page(
-        &self,
-        scope: Option<&Scope>,
-        after: i64,
-        limit: usize,
-        vectors: bool,
-    ) -> Result<Vec<StoredRecord>> {
+    fn export_page(&self, page: RowidPage<'_>, vectors: bool) -> Result<Vec<StoredRecord>> {
+        let RowidPage { scope, after, limit } = page;
         let mut conn = self.lock();
         let tx = conn.transaction()?;
         let out = tx
@@ -268,14 +263,23 @@ mod tests {
             [ImportOutcome::Imported]
         );
         assert_eq!(store.import_batch(&[item]).unwrap(), [ImportOutcome::Present]);
-        let page = store.export_page(None, 0, 10, true).unwrap();
+        let page = store.export_page(RowidPage { scope: None, after: 0, limit: 10 }, true).unwrap();
         assert_eq!(page.len(), 1);
         assert_eq!(page[0].body, body);
         let vector = page[0].vector.clone().unwrap();
         assert_eq!((vector.model.as_str(), vector.dims), ("m", 2));
         assert_eq!(vector.data, crate::sqlite::rows::vec_to_blob(&v));
-        assert!(store.export_page(None, 0, 10, false).unwrap()[0].vector.is_none());
-        assert!(store.export_page(None, page[0].rowid, 10, true).unwrap().is_empty());
+        assert!(
+            store.export_page(RowidPage { scope: None, after: 0, limit: 10 }, false).unwrap()[0]
+                .vector
+                .is_none()
+        );
+        assert!(
+            store
+                .export_page(RowidPage { scope: None, after: page[0].rowid, limit: 10 }, true)
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]
@@ -346,8 +350,12 @@ mod tests {
         assert_eq!((page.current, page.newer), (0, 1));
         assert_eq!(page.kept.len(), 1);
         assert!(page.kept[0].1.contains("unknown"), "{:?}", page.kept);
-        let bodies: Vec<String> =
-            store.export_page(None, 0, 10, false).unwrap().into_iter().map(|r| r.body).collect();
+        let bodies: Vec<String> = store
+            .export_page(RowidPage { scope: None, after: 0, limit: 10 }, false)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.body)
+            .collect();
         assert_eq!(bodies[1], newer_body, "a newer record is never rewritten");
         assert_eq!(bodies[2], odd_body);
         let migrated = decode(&bodies[0]).unwrap();
