@@ -3,10 +3,9 @@
 use std::fmt;
 
 use rand::Rng;
-use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use uuid::Uuid;
 
+use crate::limits::check_id_text;
 use crate::{Error, Hint};
 
 /// The primary id of a record: a UUID v7 (time-ordered), minted by the server.
@@ -41,27 +40,7 @@ impl fmt::Display for RecordId {
     }
 }
 
-impl Serialize for RecordId {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for RecordId {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        RecordId::parse(&s).ok_or_else(|| serde::de::Error::custom("not a UUID"))
-    }
-}
-
-impl JsonSchema for RecordId {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "RecordId".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({ "type": "string", "format": "uuid" })
-    }
-}
+text_form!(RecordId, RecordId::parse, "a UUID", { "type": "string", "format": "uuid" });
 
 /// Crockford's base32 alphabet (no I, L, O, U).
 const CROCKFORD: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
@@ -115,30 +94,9 @@ impl fmt::Display for ShortId {
     }
 }
 
-impl Serialize for ShortId {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
-    }
-}
-
-impl<'de> Deserialize<'de> for ShortId {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        ShortId::parse(&s).ok_or_else(|| serde::de::Error::custom("not a short_id"))
-    }
-}
-
-impl JsonSchema for ShortId {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "ShortId".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({ "type": "string", "minLength": 10, "maxLength": 10 })
-    }
-}
-
-/// Maximum bytes of one id argument (SPEC Limits: archive/restore/supersede entries).
-pub const MAX_ID_BYTES: usize = 256;
+text_form!(ShortId, ShortId::parse, "a short_id", {
+    "type": "string", "minLength": 10, "maxLength": 10
+});
 
 /// A reference to a record as a caller wrote it: a full UUID or a short id.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -153,16 +111,7 @@ impl IdRef {
     /// Parses an id argument named `field`: blank, over 256 bytes or neither form is an
     /// invalid argument.
     pub fn parse(field: &str, input: &str) -> Result<Self, Error> {
-        if input.trim().is_empty() {
-            return Err(Error::invalid(field, Hint::Blank, format!("{field} must not be blank")));
-        }
-        if input.len() > MAX_ID_BYTES {
-            return Err(Error::invalid(
-                field,
-                Hint::TooLong,
-                format!("{field} is {} bytes; an id is at most {MAX_ID_BYTES}", input.len()),
-            ));
-        }
+        check_id_text(field, input)?;
         Self::parse_lenient(input).ok_or_else(|| {
             Error::invalid(
                 field,

@@ -9,6 +9,48 @@
 //! and the record type serialises to exactly the JSON keys of SPEC "Memory record".
 #![deny(missing_docs)]
 
+/// The serde and JSON Schema impls of a value that travels as its text form: written with
+/// its `Display`, read back with `$parse` (`&str -> Option<Self>`; `None` is an error naming
+/// `$expected` and the text), described by the JSON Schema `$schema`. With
+/// `shown by $show` (`Self -> String`), its `Display` too.
+macro_rules! text_form {
+    ($ty:ident shown by $show:path, $parse:expr, $expected:literal, $schema:tt) => {
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&$show(*self))
+            }
+        }
+
+        text_form!($ty, $parse, $expected, $schema);
+    };
+    ($ty:ident, $parse:expr, $expected:literal, $schema:tt) => {
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <String as serde::Deserialize>::deserialize(d)?;
+                let parse: fn(&str) -> Option<$ty> = $parse;
+                parse(&s).ok_or_else(|| {
+                    serde::de::Error::custom(format!(concat!("not ", $expected, ": {:?}"), s))
+                })
+            }
+        }
+
+        impl schemars::JsonSchema for $ty {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($ty).into()
+            }
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!($schema)
+            }
+        }
+    };
+}
+
 mod error;
 #[cfg(test)]
 mod fuzz;

@@ -1,8 +1,10 @@
 //! SPEC "Limits": every bound, its default, its environment override, and the check that
 //! enforces it.
 
-pub use crate::ids::MAX_ID_BYTES;
 use crate::{Citation, Error, Hint};
+
+/// Maximum bytes of one id argument (SPEC Limits: archive/restore/supersede entries).
+pub const MAX_ID_BYTES: usize = 256;
 
 /// Upper bound of `k` and every `limit` (SPEC Limits).
 pub const MAX_PAGE: u64 = 1000;
@@ -115,6 +117,13 @@ impl Limits {
 /// Content bound shared by every record kind: non-blank and at most `max` bytes.
 pub fn check_content_bytes(content: &str, max: usize) -> Result<(), Error> {
     check_text("content", content, max)
+}
+
+/// An id argument named `field`, whatever it turns out to name (`IdRef::parse`, and each
+/// entry `field[i]` of archive/restore's and supersede_memory's id lists): non-blank and at
+/// most [`MAX_ID_BYTES`].
+pub fn check_id_text(field: &str, input: &str) -> Result<(), Error> {
+    check_text(field, input, MAX_ID_BYTES)
 }
 
 /// A text argument named `field` (a record's content, a search query): non-blank and at

@@ -4,12 +4,9 @@
 //! created_at and other server stamps) and [`EpochSeconds`] (whole seconds, the internal form
 //! of not_before / not_after / archived_at). Both are RFC 3339 UTC on the wire.
 
-use std::fmt;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
-use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// An instant in microseconds since the Unix epoch, UTC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -46,34 +43,9 @@ impl Timestamp {
     }
 }
 
-impl fmt::Display for Timestamp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_rfc3339())
-    }
-}
-
-impl Serialize for Timestamp {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_rfc3339())
-    }
-}
-
-impl<'de> Deserialize<'de> for Timestamp {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Timestamp::parse_rfc3339(&s)
-            .ok_or_else(|| serde::de::Error::custom(format!("not an RFC 3339 timestamp: {s:?}")))
-    }
-}
-
-impl JsonSchema for Timestamp {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "Timestamp".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({ "type": "string", "format": "date-time" })
-    }
-}
+text_form!(Timestamp shown by Timestamp::to_rfc3339, Timestamp::parse_rfc3339, "an RFC 3339 timestamp", {
+    "type": "string", "format": "date-time"
+});
 
 /// An instant in whole seconds since the Unix epoch, UTC (the stored form of the validity
 /// window and of archived_at).
@@ -106,28 +78,9 @@ impl EpochSeconds {
     }
 }
 
-impl Serialize for EpochSeconds {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_rfc3339())
-    }
-}
-
-impl<'de> Deserialize<'de> for EpochSeconds {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        EpochSeconds::parse_rfc3339(&s)
-            .ok_or_else(|| serde::de::Error::custom(format!("not an RFC 3339 timestamp: {s:?}")))
-    }
-}
-
-impl JsonSchema for EpochSeconds {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "EpochSeconds".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({ "type": "string", "format": "date-time" })
-    }
-}
+text_form!(EpochSeconds shown by EpochSeconds::to_rfc3339, EpochSeconds::parse_rfc3339, "an RFC 3339 timestamp", {
+    "type": "string", "format": "date-time"
+});
 
 /// Where "now" comes from. Injected everywhere so tests can stand exactly on a boundary.
 pub trait Clock: Send + Sync {

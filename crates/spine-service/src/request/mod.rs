@@ -13,11 +13,10 @@
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use spine_core::limits::{
-    DEFAULT_K, DEFAULT_LIST_LIMIT, DEFAULT_TAGS_LIMIT, MAX_BATCH_IDS, MAX_QUERY_BYTES, resolve_page,
+    DEFAULT_K, DEFAULT_LIST_LIMIT, DEFAULT_TAGS_LIMIT, MAX_BATCH_IDS, MAX_QUERY_BYTES,
+    check_id_text, resolve_page,
 };
-use spine_core::{
-    Category, Error, Hint, MAX_ID_BYTES, RecordId, ScheduledState, Scope, ScopeKind, Timestamp,
-};
+use spine_core::{Category, Error, Hint, RecordId, ScheduledState, Scope, ScopeKind, Timestamp};
 use spine_store::{Cursor, Filter, ScopeFilter};
 
 use crate::args::{
@@ -139,21 +138,11 @@ pub(crate) fn check_batch(ids: &[String]) -> Result<(), Error> {
     check_id_entries("ids", ids)
 }
 
-/// Each entry of the id list `field`: non-blank, at most `MAX_ID_BYTES` (the entry is named
+/// Each entry of the id list `field` within the id bound ([`check_id_text`], the entry named
 /// `field[i]`). An entry that is not an id passes: it gets its own `not_found`.
 pub(crate) fn check_id_entries(field: &str, ids: &[String]) -> Result<(), Error> {
     for (i, id) in ids.iter().enumerate() {
-        let entry = format!("{field}[{i}]");
-        if id.trim().is_empty() {
-            return Err(Error::invalid(entry, Hint::Blank, "an id must not be blank"));
-        }
-        if id.len() > MAX_ID_BYTES {
-            return Err(Error::invalid(
-                entry.clone(),
-                Hint::TooLong,
-                format!("{entry} is {} bytes; an id is at most {MAX_ID_BYTES}", id.len()),
-            ));
-        }
+        check_id_text(&format!("{field}[{i}]"), id)?;
     }
     Ok(())
 }
