@@ -1,4 +1,8 @@
 //! What recall and get return: the compact and full views of a record, and result shapes.
+//!
+//! An optional field that is absent is left out of the JSON, never written as `null`: every
+//! view with optional fields carries `serde_with::skip_serializing_none` (the output schemas
+//! list them as not required).
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -23,6 +27,7 @@ pub const COMPACT_CONTENT_CHARS: usize = 280;
 /// Compact (default): identity, scope, category, source, tags, created_at, the summary —
 /// or, when there is none, the content cut to 280 characters (`content_truncated` says so)
 /// — `states` and `score`. Full (`full=true`, get_memory): every stored field.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct MemoryView {
     /// Record UUID.
@@ -38,87 +43,61 @@ pub struct MemoryView {
     /// Labels.
     pub tags: Vec<String>,
     /// Summary, when the record has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
     /// Content (cut in the compact view when there is no summary; absent in the compact
     /// view when a summary stands in for it).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
     /// true when `content` was cut; call get_memory for the whole text.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub content_truncated: Option<bool>,
     /// Creation time.
     pub created_at: Timestamp,
     /// Derived states in canonical order (archived, superseded, expired, scheduled);
     /// absent when the record is active.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub states: Option<Vec<State>>,
     /// Dense cosine similarity to the query (search only).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f32>,
     /// Reranker's probability (0..1) that this record answers the query; only when reranking
     /// ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub relevance: Option<f32>,
     /// Discovery records: `map` or `fact`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<DiscoveryKind>,
     /// Full view: repository.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub repo: Option<String>,
     /// Full view: workspace.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub workspace: Option<String>,
     /// Full view: git worktree path.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub worktree_path: Option<String>,
     /// Full view: project base directory.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub base_dir: Option<String>,
     /// Full view: `client`, `auto` or "" (no summary).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub summary_source: Option<SummarySource>,
     /// Full view: model that wrote an auto summary.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub summary_model: Option<String>,
     /// Full view: when content was sent to the summarizer.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub summary_egress_at: Option<Timestamp>,
     /// Full view: verified identity of the creator ("" without auth).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
     /// Full view: owner key ("" without auth).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<String>,
     /// Full view: "" (private) or `shared`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub visibility: Option<Visibility>,
     /// Start of the validity window.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub not_before: Option<EpochSeconds>,
     /// End (exclusive) of the validity window.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub not_after: Option<EpochSeconds>,
     /// Full view: ids this record replaced.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<Vec<RecordId>>,
     /// Full view: id of the record that replaced this one.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub superseded_by: Option<RecordId>,
     /// Full view: when it was archived.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub archived_at: Option<EpochSeconds>,
     /// Full view: strong-signal touches.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub access_count: Option<u64>,
     /// Full view: last strong-signal touch.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub last_accessed_at: Option<Timestamp>,
     /// Full view: schema version the record was written with (0 when absent).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub schema_version: Option<u32>,
     /// Full view: citations.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub citations: Option<Vec<Citation>>,
 }
 
@@ -235,20 +214,19 @@ impl GateHidden {
 }
 
 /// Cross-spine coverage keys (SPEC search rules 2–3); all absent on scope-confined calls.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct Coverage {
     /// Every readable scope the call spanned.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub searched_scopes: Option<Vec<String>>,
     /// true when the enumeration hit its ceiling (1000 scopes).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub scopes_truncated: Option<bool>,
     /// true when the scopes could not be enumerated.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub scopes_unknown: Option<bool>,
 }
 
 /// Result of search_memory.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct SearchResult {
     /// Best first.
@@ -257,14 +235,13 @@ pub struct SearchResult {
     #[serde(flatten)]
     pub coverage: Coverage,
     /// What the recall gate hid among the k nearest.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub recall_gate_hidden: Option<GateHidden>,
     /// true when `max_chars` left records out.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub truncated_by_budget: Option<bool>,
 }
 
 /// Result of list_memory and list_scheduled.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct ListResult {
     /// Most recent first.
@@ -273,16 +250,13 @@ pub struct ListResult {
     pub next_cursor: String,
     /// list_memory with cross_spine and an explicit limit: how many records match across
     /// every readable scope (exact; all pages, not this one).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub total: Option<u64>,
     /// Cross-spine coverage.
     #[serde(flatten)]
     pub coverage: Coverage,
     /// What the recall gate hid on this page (list_memory).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub recall_gate_hidden: Option<GateHidden>,
     /// true when `max_chars` left records out.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub truncated_by_budget: Option<bool>,
 }
 
@@ -305,6 +279,7 @@ pub struct TagsResult {
 }
 
 /// Result of search_discovery.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct DiscoveryResult {
     /// Nearest first (dense cosine, no lexical step), then reordered by the reranker when
@@ -315,7 +290,6 @@ pub struct DiscoveryResult {
     #[serde(flatten)]
     pub coverage: Coverage,
     /// true when `max_chars` left records out.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub truncated_by_budget: Option<bool>,
 }
 
@@ -361,6 +335,7 @@ pub enum RuleEntry {
 }
 
 /// Result of list_rules.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RulesResult {
     /// Oldest first: with `scopes`, scope by scope in the order given; without, across every
@@ -368,7 +343,6 @@ pub struct RulesResult {
     pub rules: Vec<RuleEntry>,
     /// Present only when some scope holds more than 50 rules matching the call: a volume
     /// signal (the rules are still all valid), naming each such scope and its count.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub advisory: Option<String>,
     /// true when a cap (1000 per scope, or 1000 in total without `scopes`) left the newest
     /// matching rules out.
@@ -377,7 +351,6 @@ pub struct RulesResult {
     #[serde(flatten)]
     pub coverage: Coverage,
     /// true when `max_chars` left records out.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub truncated_by_budget: Option<bool>,
 }
 

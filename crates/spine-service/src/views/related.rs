@@ -7,6 +7,7 @@ use serde::Serialize;
 use super::MemoryView;
 
 /// Result of related_memories: the anchor and the records connected to it.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct RelatedResult {
     /// The anchor record, in any state (`states` says which).
@@ -18,7 +19,6 @@ pub struct RelatedResult {
     /// neighbours are always capped at `k` and never set it.
     pub truncated: bool,
     /// true when `max_chars` left records out.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub truncated_by_budget: Option<bool>,
 }
 
@@ -93,29 +93,24 @@ pub struct SharedCitation {
 /// Invariant (kept by the constructors): only the fields of the edge's `type` are present —
 /// `direction` and `depth` on supersession, `shared_citations` on citation, `shared_tags` and
 /// `tag_weight` on tag, `score` on vector.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 pub struct Edge {
     /// `supersession`, `citation`, `tag` or `vector`.
     #[serde(rename = "type")]
     pub edge_type: EdgeType,
     /// vector: cosine similarity of the two records' vectors (higher = closer).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub score: Option<f32>,
     /// tag: the tags both records carry, sorted.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub shared_tags: Option<Vec<String>>,
     /// tag: shared tags / distinct tags of both records together (0..1; 1 = same tag set).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub tag_weight: Option<f32>,
     /// citation: the citations both records carry, in the anchor's order.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub shared_citations: Option<Vec<SharedCitation>>,
     /// supersession: `predecessor` (the anchor replaced it) or `successor` (it replaced the
     /// anchor).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub direction: Option<Direction>,
     /// supersession: links between it and the anchor (1 = direct).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub depth: Option<u32>,
 }
 

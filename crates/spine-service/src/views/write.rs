@@ -6,6 +6,7 @@ use serde::Serialize;
 use spine_core::{RecordId, ShortId};
 
 /// Result of the tools that create a record.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Stored {
     /// UUID of the new record.
@@ -14,10 +15,8 @@ pub struct Stored {
     pub short_id: ShortId,
     /// store_memory / schedule_memory: live records of the same scope you can read that say
     /// nearly the same (at most 3, most similar first). The record was stored anyway.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub similar: Option<Vec<Similar>>,
     /// With `similar`: what to consider doing about them.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
 
@@ -43,29 +42,23 @@ pub struct Similar {
 
 /// Result of supersede_memory: `{id, short_id}` of the correcting record, or with
 /// `validate_only` the preflight verdict `{validated, supersedes, targets}`.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Default, Serialize, JsonSchema)]
 pub struct SupersedeResult {
     /// UUID of the correcting record (absent with validate_only).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub id: Option<RecordId>,
     /// Its short handle (absent with validate_only).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub short_id: Option<ShortId>,
     /// validate_only: true when a real call would succeed.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub validated: Option<bool>,
     /// validate_only: the `supersedes` list the correcting record would carry (UUIDs).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub supersedes: Option<Vec<RecordId>>,
     /// validate_only: each distinct target as resolved.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub targets: Option<Vec<ResolvedTarget>>,
     /// Live records of the scope, other than the targets, that say nearly the same as the
     /// correcting record (at most 3).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub similar: Option<Vec<Similar>>,
     /// With `similar`: what to consider doing about them.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
 
@@ -99,11 +92,11 @@ pub struct BatchResult {
 }
 
 /// Result of the tools that change or delete records.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct Status {
     /// `updated`, `deleted`, `scope cleared` or `visibility updated`.
     pub status: String,
     /// delete_all: how many of your records were deleted.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub deleted: Option<u64>,
 }
