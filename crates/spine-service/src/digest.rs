@@ -163,7 +163,7 @@ impl Service {
     /// Every scope `caller` can read with its recall-visible records, sorted by scope (at
     /// most [`crate::SCOPE_CEILING`]); `true` when the ceiling cut the list.
     pub fn scope_counts(&self, caller: &Caller) -> Result<(Vec<(String, u64)>, bool), Error> {
-        use spine_store::{Access, Filter, Gate, ScopeFilter};
+        use spine_store::{Access, Filter, Gate, ScopeFilter, Selection};
         let access = Access::read(caller);
         let mut scopes = self
             .store
@@ -176,10 +176,8 @@ impl Service {
         for s in scopes {
             let Ok(scope) = Scope::parse("scope", &s) else { continue };
             let filter = Filter::new(ScopeFilter::One(scope));
-            let n = self
-                .store
-                .count(&access, &filter, Gate::ActiveAt(now))
-                .map_err(crate::store_error)?;
+            let sel = Selection { access: &access, filter: &filter, gate: Gate::ActiveAt(now) };
+            let n = self.store.count(sel).map_err(crate::store_error)?;
             out.push((s, n));
         }
         Ok((out, truncated))

@@ -14,7 +14,7 @@ use spine_core::{
     Caller, Category, Error, Memory, RecordId, Scope, SummarySource, Visibility,
     stamp_schema_version,
 };
-use spine_store::{Access, Embedding, Filter, Gate, NearestQuery, ScopeFilter};
+use spine_store::{Access, Embedding, Filter, Gate, NearestQuery, Page, ScopeFilter, Selection};
 
 use crate::args::IdInput;
 use crate::args::{ListRulesArgs, SearchDiscoveryArgs, StoreDiscoveryArgs, StoreRuleArgs};
@@ -209,7 +209,8 @@ impl Service {
             f
         };
         let read = |scope: ScopeFilter, limit: usize| {
-            self.store.list_oldest(&access, &filter(scope), gate, limit).map_err(store_error)
+            let sel = Selection { access: &access, filter: &filter(scope), gate };
+            self.store.list(sel, Page::oldest(None, limit)).map_err(store_error)
         };
 
         let mut rules = Vec::new();

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use lru::LruCache;
 
 use spine_core::{Error, Memory, RecordId, Timestamp};
-use spine_store::{Access, Filter, Gate, NearestQuery};
+use spine_store::{Access, Filter, Gate, NearestQuery, Selection};
 
 use crate::views::GateHidden;
 use crate::{Service, store_error};
@@ -305,9 +305,7 @@ impl Service {
             let adjacent = self
                 .store
                 .adjacent(
-                    q.access,
-                    q.filter,
-                    Gate::ActiveAt(now),
+                    Selection { access: q.access, filter: q.filter, gate: Gate::ActiveAt(now) },
                     &lead,
                     self.embedder.model_id(),
                     NEIGHBOUR_RADIUS,

@@ -1,7 +1,7 @@
 //! Recall: search_memory, list_memory, list_scheduled, list_tags — every one gated.
 
 use spine_core::{Caller, Category, Error, ListState, ScheduledState, State};
-use spine_store::{Access, Cursor, Filter, Gate, ScopeFilter};
+use spine_store::{Access, Cursor, Filter, Gate, Page, ScopeFilter, Selection};
 
 use crate::args::{ListMemoryArgs, ListScheduledArgs, ListTagsArgs, SearchMemoryArgs};
 use crate::request::{
@@ -155,10 +155,9 @@ impl Service {
             ListState::Expired => (Access::owned(caller), Gate::ExpiredAt(now)),
             ListState::All => (Access::read(caller), Gate::Off),
         };
-        let mut rows = self
-            .store
-            .list(&access, &filter, gate, cursor, offset, limit + 1)
-            .map_err(store_error)?;
+        let sel = Selection { access: &access, filter: &filter, gate };
+        let mut rows =
+            self.store.list(sel, Page::recent(cursor, offset, limit + 1)).map_err(store_error)?;
         let mut next_cursor = split_page(&mut rows, limit);
         let mut memories: Vec<MemoryView> = rows
             .iter()
@@ -179,7 +178,7 @@ impl Service {
             let mut hidden = GateHidden::default();
             for m in self
                 .store
-                .list(&access, &filter, Gate::Off, cursor, offset, limit)
+                .list(Selection { gate: Gate::Off, ..sel }, Page::recent(cursor, offset, limit))
                 .map_err(store_error)?
             {
                 hidden.count(&spine_core::derive_states(&m, now));
@@ -191,11 +190,8 @@ impl Service {
         let coverage = self.coverage_of(&access, &filter);
         // SPEC list_memory: on a cross-spine list an explicit limit makes the total an exact
         // count across all readable scopes.
-        let total = if count_total {
-            Some(self.store.count(&access, &filter, gate).map_err(store_error)?)
-        } else {
-            None
-        };
+        let total =
+            if count_total { Some(self.store.count(sel).map_err(store_error)?) } else { None };
         Ok(ListResult {
             memories,
             next_cursor,
@@ -226,8 +222,9 @@ impl Service {
         };
         // SPEC Authentication 6: owner-only, even across scopes.
         let access = Access::owned(caller);
+        let sel = Selection { access: &access, filter: &filter, gate };
         let mut rows =
-            self.store.list(&access, &filter, gate, cursor, 0, limit + 1).map_err(store_error)?;
+            self.store.list(sel, Page::recent(cursor, 0, limit + 1)).map_err(store_error)?;
         let next_cursor = split_page(&mut rows, limit);
         let memories = rows
             .into_iter()

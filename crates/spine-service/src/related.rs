@@ -9,7 +9,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use spine_core::{Caller, Error, IdRef, Memory, RecordId, Timestamp};
-use spine_store::{Access, Filter, Gate, NearestQuery, ScopeFilter};
+use spine_store::{Access, Filter, Gate, NearestQuery, ScopeFilter, Shared};
 
 use crate::args::RelatedMemoriesArgs;
 use crate::request::{Output, RelatedRequest};
@@ -214,11 +214,11 @@ impl Service {
     ) -> Result<bool, Error> {
         let mut hits = self
             .store
-            .with_any_citation(
+            .sharing(
                 access,
-                &anchor.citations,
                 Gate::ActiveAt(now),
                 &anchor.id,
+                Shared::Citations(&anchor.citations),
                 CITATION_CAP + 1,
             )
             .map_err(store_error)?;
@@ -243,7 +243,7 @@ impl Service {
     ) -> Result<bool, Error> {
         let pool = self
             .store
-            .with_any_tag(access, &anchor.tags, Gate::ActiveAt(now), &anchor.id, TAG_POOL)
+            .sharing(access, Gate::ActiveAt(now), &anchor.id, Shared::Tags(&anchor.tags), TAG_POOL)
             .map_err(store_error)?;
         let mut ranked: Vec<(Vec<String>, f32, Memory)> = pool
             .into_iter()

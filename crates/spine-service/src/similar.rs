@@ -86,7 +86,7 @@ impl Service {
         scope: &spine_core::Scope,
         tag: &str,
     ) -> Result<std::collections::HashSet<String>, Error> {
-        use spine_store::{Cursor, Gate};
+        use spine_store::{Cursor, Gate, Page, Selection};
         let access = Access::owned(caller);
         let mut filter = Filter::new(ScopeFilter::One(scope.clone()));
         filter.tags_all = vec![tag.to_owned()];
@@ -95,7 +95,10 @@ impl Service {
         loop {
             let page = self
                 .store
-                .list(&access, &filter, Gate::Off, cursor, 0, 500)
+                .list(
+                    Selection { access: &access, filter: &filter, gate: Gate::Off },
+                    Page::recent(cursor, 0, 500),
+                )
                 .map_err(crate::store_error)?;
             let Some(last) = page.last() else { break };
             cursor = Some(Cursor { created_at: last.created_at, id: last.id });

@@ -8,7 +8,7 @@ use spine_core::{
 use spine_embed::Embedder;
 use spine_service::args::*;
 use spine_service::views::Stored;
-use spine_store::{Access, Embedding, Filter, Gate, ScopeFilter};
+use spine_store::{Access, Embedding, Filter, Gate, ScopeFilter, Selection};
 
 use crate::common::*;
 
@@ -86,18 +86,10 @@ impl Env {
     fn total(&self) -> usize {
         let mut n = 0;
         for caller in [anon(), alice(), bob()] {
-            n += self
-                .store
-                .list(
-                    &Access::owned(&caller),
-                    &Filter::new(ScopeFilter::All),
-                    Gate::Off,
-                    None,
-                    0,
-                    5000,
-                )
-                .unwrap()
-                .len();
+            let filter = Filter::new(ScopeFilter::All);
+            let sel =
+                Selection { access: &Access::owned(&caller), filter: &filter, gate: Gate::Off };
+            n += self.store.count(sel).unwrap() as usize;
         }
         n
     }

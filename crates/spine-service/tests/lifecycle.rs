@@ -6,7 +6,7 @@ use crate::common::*;
 use serde_json::{Value, json};
 use spine_core::{Caller, ErrorCode, Hint, IdRef};
 use spine_service::views::Stored;
-use spine_store::Access;
+use spine_store::{Access, Gate};
 
 const SCOPE: &str = "run1:project:spine";
 
@@ -47,10 +47,9 @@ fn count(env: &Env) -> usize {
         .iter()
         .map(|c| {
             let all = spine_store::Filter::new(spine_store::ScopeFilter::All);
-            env.store
-                .list(&Access::owned(c), &all, spine_store::Gate::Off, None, 0, 10_000)
-                .unwrap()
-                .len()
+            let access = Access::owned(c);
+            let sel = spine_store::Selection { access: &access, filter: &all, gate: Gate::Off };
+            env.store.count(sel).unwrap() as usize
         })
         .sum()
 }

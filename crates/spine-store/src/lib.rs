@@ -20,11 +20,12 @@ mod nearest;
 mod operator;
 mod postgres;
 mod predicate;
+mod selection;
 mod sqlite;
 
 use spine_core::{
-    Caller, Category, Citation, DiscoveryKind, EpochSeconds, IdRef, Memory, RecordId, Scope,
-    ShortId, Timestamp,
+    Caller, Category, DiscoveryKind, EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId,
+    Timestamp,
 };
 
 pub use operator::{
@@ -35,6 +36,7 @@ pub use operator::{
     VectorExpectation, VectorStamp, VerifyPage, Violation, purge_verdicts, record_digest,
 };
 pub use postgres::PgStore;
+pub use selection::{Order, Page, Selection, Shared};
 pub use sqlite::{Layout, SqliteStore};
 
 /// A storage failure. Never caused by caller input: the service validates before writing.
@@ -225,7 +227,7 @@ pub enum Gate {
     Superseded,
 }
 
-/// Position in a most-recent-first listing: the last row of the previous page.
+/// Position in a listing: the last row of the previous page.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cursor {
     /// created_at of the last row seen.
@@ -408,20 +410,11 @@ pub trait Store: Send + Sync {
     /// pass only ids that an access-checked query returned.
     fn get_many(&self, ids: &[RecordId]) -> Result<Vec<Memory>>;
 
-    /// One page of readable records matching `filter` and `gate`, most recent first,
-    /// strictly after `cursor`, skipping `offset`, at most `limit` rows.
-    fn list(
-        &self,
-        access: &Access,
-        filter: &Filter,
-        gate: Gate,
-        cursor: Option<Cursor>,
-        offset: usize,
-        limit: usize,
-    ) -> Result<Vec<Memory>>;
+    /// One page of the records of `sel`.
+    fn list(&self, sel: Selection<'_>, page: Page) -> Result<Vec<Memory>>;
 
-    /// How many readable records match `filter` and `gate`, exactly.
-    fn count(&self, access: &Access, filter: &Filter, gate: Gate) -> Result<u64>;
+    /// How many records `sel` takes, exactly.
+    fn count(&self, sel: Selection<'_>) -> Result<u64>;
 
     /// Distinct readable scopes holding records matching `filter` (gate ignored), sorted,
     /// at most `limit`.
@@ -464,39 +457,27 @@ pub trait Store: Send + Sync {
         at: Option<EpochSeconds>,
     ) -> Result<Vec<bool>>;
 
-    /// Readable records passing `gate` that carry at least one of `tags`, except `exclude`,
-    /// most recent first, at most `limit`.
-    fn with_any_tag(
+    /// Readable records passing `gate`, other than `exclude`, that have something of
+    /// `shared` (a tag, or a citation of the same `kind` and `ref`), most recent first, at
+    /// most `limit`.
+    fn sharing(
         &self,
         access: &Access,
-        tags: &[String],
         gate: Gate,
         exclude: &RecordId,
-        limit: usize,
-    ) -> Result<Vec<Memory>>;
-
-    /// Readable records passing `gate` that cite at least one of `citations` (same `kind`
-    /// and `ref`), except `exclude`, most recent first, at most `limit`.
-    fn with_any_citation(
-        &self,
-        access: &Access,
-        citations: &[Citation],
-        gate: Gate,
-        exclude: &RecordId,
+        shared: Shared<'_>,
         limit: usize,
     ) -> Result<Vec<Memory>>;
 
     /// The `radius` records stored right before and the `radius` right after each of
-    /// `anchors` in the anchor's own scope, by `created_at` then id, among those `access`
-    /// reads that pass `filter` (its scope ignored: each anchor's scope is used) and `gate`
-    /// and carry a vector from `model`: at most `2 × radius` per anchor, each with its
+    /// `anchors` in the anchor's own scope, by `created_at` then id, among the records of
+    /// `sel` (its scope filter ignored: each anchor's scope is used) that carry a vector
+    /// from `model`: at most `2 × radius` per anchor, each with its
     /// vector. Search's neighbour step (`spine_service::rank`): a turn of a conversation is
     /// often answered, or explained, by the records stored next to it.
     fn adjacent(
         &self,
-        access: &Access,
-        filter: &Filter,
-        gate: Gate,
+        sel: Selection<'_>,
         anchors: &[&Memory],
         model: &str,
         radius: usize,
@@ -505,15 +486,6 @@ pub trait Store: Send + Sync {
     /// The stored vector of a record, when it was produced by `model`. Callers pass only ids
     /// that an access-checked query returned.
     fn vector(&self, id: &RecordId, model: &str) -> Result<Option<Vec<f32>>>;
-
-    /// Like [`Store::list`] without cursor or offset, oldest first (list_rules).
-    fn list_oldest(
-        &self,
-        access: &Access,
-        filter: &Filter,
-        gate: Gate,
-        limit: usize,
-    ) -> Result<Vec<Memory>>;
 
     /// The embedder identities stamped on stored vectors, each with how many vectors carry
     /// it, sorted by identity. The server compares them with its configured embedder at

@@ -13,7 +13,7 @@
 
 use spine_core::{Category, DiscoveryKind, RecordId, Timestamp};
 
-use crate::{Access, Filter, Gate, ScopeFilter};
+use crate::{Access, Filter, Gate, Order, Page, ScopeFilter, Selection, Shared};
 
 /// A value bound to a placeholder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +32,9 @@ pub(crate) trait Dialect {
     fn has_tags(&mut self, tags: &[String]) -> String;
     /// The expression of a record's discovery kind.
     fn kind(&self) -> &'static str;
+    /// The record has something of `shared`: one of its tags, or one of its citations
+    /// (same kind and ref); `shared` is never empty.
+    fn shares(&mut self, shared: Shared<'_>) -> String;
 }
 
 /// A WHERE clause under construction, conditions joined by AND, with its parameters in
@@ -59,23 +62,40 @@ where
         self.sql.push(')');
     }
 
-    /// The records `access` reads through `filter` and `gate`.
-    pub(crate) fn read(access: &Access, filter: &Filter, gate: Gate) -> Self {
+    /// The records of `sel`: those its access reads through its filter and gate.
+    pub(crate) fn read(sel: Selection<'_>) -> Self {
         let mut w = Self::default();
-        w.access(access);
-        w.filter(filter);
-        w.gate(gate);
+        w.access(sel.access);
+        w.filter(sel.filter);
+        w.gate(sel.gate);
         w
     }
 
-    /// The records `access` reads through `gate`, other than `exclude` (a related-records
-    /// query around one record).
-    pub(crate) fn others_than(access: &Access, gate: Gate, exclude: &RecordId) -> Self {
+    /// The records of `sel` on `page` (its cursor; the order, offset and limit are the
+    /// query's).
+    pub(crate) fn page(sel: Selection<'_>, page: &Page) -> Self {
+        let mut w = Self::read(sel);
+        if let Some(c) = page.after {
+            w.past(page.order, c.created_at, &c.id);
+        }
+        w
+    }
+
+    /// The records `access` reads through `gate`, other than `exclude`, that have
+    /// something of `shared` (a related-records query around one record).
+    pub(crate) fn sharing(
+        access: &Access,
+        gate: Gate,
+        exclude: &RecordId,
+        shared: Shared<'_>,
+    ) -> Self {
         let mut w = Self::default();
         w.access(access);
         w.gate(gate);
         let p = w.bind(Bound::Text(exclude.to_string()));
         w.push(&format!("m.id <> {p}"));
+        let sql = w.shares(shared);
+        w.push(&sql);
         w
     }
 
@@ -111,25 +131,6 @@ where
         for c in conds {
             let sql = c.sql(self);
             self.push(&sql);
-        }
-    }
-}
-
-/// An order of listing, by (created_at, id).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Order {
-    /// Most recent first.
-    Recent,
-    /// Oldest first.
-    Oldest,
-}
-
-impl Order {
-    /// The ORDER BY terms over the row alias `m`.
-    pub(crate) fn sql(self) -> &'static str {
-        match self {
-            Order::Recent => "m.created_at DESC, m.id DESC",
-            Order::Oldest => "m.created_at ASC, m.id ASC",
         }
     }
 }
@@ -328,6 +329,12 @@ mod tests {
         }
         fn kind(&self) -> &'static str {
             "m.kind"
+        }
+        fn shares(&mut self, shared: Shared<'_>) -> String {
+            match shared {
+                Shared::Tags(tags) => format!("tags ∩ [{}]", tags.join(",")),
+                Shared::Citations(c) => format!("{} citations", c.len()),
+            }
         }
     }
 

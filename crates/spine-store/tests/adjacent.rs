@@ -2,7 +2,9 @@
 //! PostgreSQL: the records stored next to an anchor in its scope, as the caller may read them.
 
 use spine_core::{Caller, Memory, Timestamp, Visibility};
-use spine_store::{Access, Filter, Gate, PgStore, ScopeFilter, SqliteStore, Store, TransferStore};
+use spine_store::{
+    Access, Filter, Gate, PgStore, ScopeFilter, Selection, SqliteStore, Store, TransferStore,
+};
 use spine_testkit::records::record;
 
 /// One scope of alice's records at seconds 1..=9, with records the caller must not get as
@@ -33,10 +35,11 @@ fn check(store: &dyn Store, records: &[Memory]) {
     let access = Access::read(&alice);
     let now = Timestamp::from_micros(1_900_000_000_000_000);
     let filter = Filter::new(ScopeFilter::All);
+    let sel = Selection { access: &access, filter: &filter, gate: Gate::ActiveAt(now) };
     let anchor = &records[6]; // turn 7
     let contents = |radius| {
         let mut got: Vec<String> = store
-            .adjacent(&access, &filter, Gate::ActiveAt(now), &[anchor], "m", radius)
+            .adjacent(sel, &[anchor], "m", radius)
             .unwrap()
             .into_iter()
             .inspect(|a| assert_eq!(a.anchor, anchor.id))
@@ -50,20 +53,15 @@ fn check(store: &dyn Store, records: &[Memory]) {
     assert_eq!(contents(1), vec!["turn 3", "turn 8"]);
     assert!(contents(0).is_empty());
     // Vectors come with the records.
-    let adj = store.adjacent(&access, &filter, Gate::ActiveAt(now), &[anchor], "m", 1).unwrap();
+    let adj = store.adjacent(sel, &[anchor], "m", 1).unwrap();
     assert!(adj.iter().all(|a| a.vector.len() == 2));
     // Another model's vectors: nothing.
-    assert!(
-        store
-            .adjacent(&access, &filter, Gate::ActiveAt(now), &[anchor], "x", 2)
-            .unwrap()
-            .is_empty()
-    );
+    assert!(store.adjacent(sel, &[anchor], "x", 2).unwrap().is_empty());
     // The filter applies: a window that ends at turn 8 leaves only 9 out after the anchor.
     let mut window = Filter::new(ScopeFilter::All);
     window.created_before = Some(Timestamp::from_micros((1_800_000_000 + 9) * 1_000_000));
     let after: Vec<String> = store
-        .adjacent(&access, &window, Gate::ActiveAt(now), &[anchor], "m", 2)
+        .adjacent(Selection { filter: &window, ..sel }, &[anchor], "m", 2)
         .unwrap()
         .into_iter()
         .map(|a| a.record.content)

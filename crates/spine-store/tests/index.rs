@@ -16,8 +16,8 @@ use spine_core::{
     Timestamp, Visibility,
 };
 use spine_store::{
-    Access, Embedding, Filter, Gate, NearestQuery, Neighbour, PgStore, ScopeFilter, SqliteStore,
-    Store,
+    Access, Embedding, Filter, Gate, NearestQuery, Neighbour, Page, PgStore, ScopeFilter,
+    Selection, SqliteStore, Store,
 };
 
 const MODEL: &str = "test:model";
@@ -172,7 +172,8 @@ fn nearest(
 }
 
 fn list_ids(store: &SqliteStore, access: &Access, filter: &Filter, gate: Gate) -> Vec<RecordId> {
-    store.list(access, filter, gate, None, 0, 100_000).unwrap().into_iter().map(|m| m.id).collect()
+    let sel = Selection { access, filter, gate };
+    store.list(sel, Page::recent(None, 0, 100_000)).unwrap().into_iter().map(|m| m.id).collect()
 }
 
 /// Exact order: cosine descending, then id descending.
@@ -228,7 +229,10 @@ fn filters_match_the_sql_filters_and_full_rescoring_is_exact() {
                 ids
             };
             let on_pg: Vec<RecordId> = pg
-                .list(&access, &filter, gate, None, 0, 100_000)
+                .list(
+                    Selection { access: &access, filter: &filter, gate },
+                    Page::recent(None, 0, 100_000),
+                )
                 .unwrap()
                 .iter()
                 .map(|m| m.id)
@@ -243,7 +247,10 @@ fn filters_match_the_sql_filters_and_full_rescoring_is_exact() {
         // Scopes come from the index too: the same as the scopes of what SQL lists (every
         // record, with or without a vector of MODEL).
         let mut want_scopes: Vec<String> = store
-            .list(&access, &filter, Gate::Off, None, 0, 100_000)
+            .list(
+                Selection { access: &access, filter: &filter, gate: Gate::Off },
+                Page::recent(None, 0, 100_000),
+            )
             .unwrap()
             .into_iter()
             .map(|m| m.scope.as_str().to_owned())

@@ -4,7 +4,9 @@
 use rusqlite::Connection;
 use serde_json::json;
 use spine_core::{Caller, IdRef, Memory, RecordId, ShortId, Timestamp};
-use spine_store::{Access, Filter, Gate, NearestQuery, ScopeFilter, SqliteStore, Store};
+use spine_store::{
+    Access, Filter, Gate, NearestQuery, Page, ScopeFilter, Selection, SqliteStore, Store,
+};
 
 const SCOPE: &str = "run1:project:spine";
 
@@ -107,7 +109,12 @@ fn a_v2_database_migrates_and_serves_every_read() {
     assert_eq!(found.len(), 1, "the migrated record is searchable");
     assert_eq!(found[0].id, m.id);
     assert!((found[0].score - 0.6).abs() < 1e-6);
-    let listed = store.list(&access, &filter, Gate::Off, None, 0, 10).unwrap();
+    let listed = store
+        .list(
+            Selection { access: &access, filter: &filter, gate: Gate::Off },
+            Page::recent(None, 0, 10),
+        )
+        .unwrap();
     assert_eq!(listed.len(), 1);
 
     // New writes after the migration reach the change log and the index.

@@ -6,7 +6,8 @@ use spine_core::{
     Caller, Category, EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, Source, Timestamp,
 };
 use spine_store::{
-    Access, Embedding, Filter, Gate, NearestQuery, Neighbour, ScopeFilter, SqliteStore, Store,
+    Access, Embedding, Filter, Gate, NearestQuery, Neighbour, Page, ScopeFilter, Selection,
+    SqliteStore, Store,
 };
 
 const SCOPE: &str = "acme:project:ops";
@@ -72,16 +73,18 @@ fn the_operator_reads_every_owner_and_legacy_records() {
     let f = fixture();
     let op = Access::operator();
     assert!(op.is_operator());
-    let all = f.store.list(&op, &Filter::new(ScopeFilter::All), Gate::Off, None, 0, 10).unwrap();
+    let every = Filter::new(ScopeFilter::All);
+    let sel = Selection { access: &op, filter: &every, gate: Gate::Off };
+    let all = f.store.list(sel, Page::recent(None, 0, 10)).unwrap();
     assert_eq!(ids(&all), ids(&[f.alice.clone(), f.bob.clone(), f.legacy.clone()]));
-    assert_eq!(f.store.count(&op, &Filter::new(ScopeFilter::All), Gate::Off).unwrap(), 3);
+    assert_eq!(f.store.count(sel).unwrap(), 3);
     let legacy = f.store.resolve(&op, &IdRef::Id(f.legacy.id)).unwrap();
     assert_eq!(legacy.map(|m| m.id), Some(f.legacy.id));
     assert_eq!(nearest(&f.store, &op).len(), 3, "the index has no owner predicate either");
 
     // An owner still sees only their own; the legacy record is nobody's.
     let alice = Access::read(&Caller::authenticated("a", "alice"));
-    let theirs = f.store.list(&alice, &Filter::new(ScopeFilter::All), Gate::Off, None, 0, 10);
+    let theirs = f.store.list(Selection { access: &alice, ..sel }, Page::recent(None, 0, 10));
     assert_eq!(ids(&theirs.unwrap()), vec![f.alice.id]);
     assert_eq!(f.store.resolve(&alice, &IdRef::Id(f.legacy.id)).unwrap(), None);
 }

@@ -11,7 +11,7 @@ use spine_core::Category;
 use crate::codec::vec_to_blob;
 use crate::fields::Fields;
 use crate::predicate::{Bound, Clause, Dialect};
-use crate::{Access, Result, StoreError};
+use crate::{Access, Result, Shared, StoreError};
 
 /// One bound parameter.
 pub(super) type Param = Box<dyn ToSql + Sync + Send>;
@@ -60,6 +60,24 @@ impl Dialect for Where {
 
     fn kind(&self) -> &'static str {
         "m.kind"
+    }
+
+    fn shares(&mut self, shared: Shared<'_>) -> String {
+        match shared {
+            Shared::Tags(tags) => format!("m.tags && {}::text[]", Where::bind(self, tags.to_vec())),
+            Shared::Citations(citations) => {
+                let kinds: Vec<String> =
+                    citations.iter().map(|c| c.kind.as_str().to_owned()).collect();
+                let refs: Vec<String> = citations.iter().map(|c| c.reference.clone()).collect();
+                let (kinds, refs) = (Where::bind(self, kinds), Where::bind(self, refs));
+                format!(
+                    "EXISTS (SELECT 1
+                        FROM json_array_elements(coalesce(m.body->'citations', '[]'::json)) c,
+                        unnest({kinds}::text[], {refs}::text[]) AS w(kind, ref)
+                     WHERE c->>'kind' = w.kind AND c->>'ref' = w.ref)"
+                )
+            }
+        }
     }
 }
 

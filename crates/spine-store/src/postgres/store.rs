@@ -3,17 +3,16 @@
 use std::collections::HashMap;
 
 use pgvector::Vector;
-use spine_core::{Citation, EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, Timestamp};
+use spine_core::{EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, Timestamp};
 
 use super::PgStore;
 use super::query::Where;
 use super::rows::{stamp, stamp_successor, write};
 use crate::codec::{decode, parse_id};
 use crate::fields::Fields;
-use crate::predicate::Order;
 use crate::{
-    Access, Adjacent, Cursor, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour,
-    Result, ScopeFilter, Store, SupersedeRejection, TagCount,
+    Access, Adjacent, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour, Order,
+    Page, Result, ScopeFilter, Selection, Shared, Store, SupersedeRejection, TagCount,
 };
 
 /// Payloads of the rows `w` selects, in `order` (ORDER BY terms), at most `limit` after
@@ -148,24 +147,12 @@ impl Store for PgStore {
         wanted.iter().filter_map(|id| found.remove(id)).map(|b| decode(&b)).collect()
     }
 
-    fn list(
-        &self,
-        access: &Access,
-        filter: &Filter,
-        gate: Gate,
-        cursor: Option<Cursor>,
-        offset: usize,
-        limit: usize,
-    ) -> Result<Vec<Memory>> {
-        let mut w = Where::read(access, filter, gate);
-        if let Some(c) = cursor {
-            w.past(Order::Recent, c.created_at, &c.id);
-        }
-        bodies(self, w, Order::Recent.sql(), limit, offset)
+    fn list(&self, sel: Selection<'_>, page: Page) -> Result<Vec<Memory>> {
+        bodies(self, Where::page(sel, &page), page.order.sql(), page.limit, page.offset)
     }
 
-    fn count(&self, access: &Access, filter: &Filter, gate: Gate) -> Result<u64> {
-        let w = Where::read(access, filter, gate);
+    fn count(&self, sel: Selection<'_>) -> Result<u64> {
+        let w = Where::read(sel);
         let sql = format!("SELECT count(*) FROM memories m WHERE {}", w.sql);
         Ok(u64::try_from(self.query_one(&sql, &w.refs())?.int(0)?).unwrap_or(0))
     }
@@ -357,51 +344,24 @@ impl Store for PgStore {
         })
     }
 
-    fn with_any_tag(
+    fn sharing(
         &self,
         access: &Access,
-        tags: &[String],
         gate: Gate,
         exclude: &RecordId,
+        shared: Shared<'_>,
         limit: usize,
     ) -> Result<Vec<Memory>> {
-        if tags.is_empty() {
+        if shared.is_empty() {
             return Ok(vec![]);
         }
-        let mut w = Where::others_than(access, gate, exclude);
-        let p = w.bind(tags.to_vec());
-        w.push(&format!("m.tags && {p}::text[]"));
-        bodies(self, w, Order::Recent.sql(), limit, 0)
-    }
-
-    fn with_any_citation(
-        &self,
-        access: &Access,
-        citations: &[Citation],
-        gate: Gate,
-        exclude: &RecordId,
-        limit: usize,
-    ) -> Result<Vec<Memory>> {
-        if citations.is_empty() {
-            return Ok(vec![]);
-        }
-        let mut w = Where::others_than(access, gate, exclude);
-        let kinds =
-            w.bind(citations.iter().map(|c| c.kind.as_str().to_owned()).collect::<Vec<_>>());
-        let refs = w.bind(citations.iter().map(|c| c.reference.clone()).collect::<Vec<_>>());
-        w.push(&format!(
-            "EXISTS (SELECT 1 FROM json_array_elements(coalesce(m.body->'citations', '[]'::json)) c,
-                unnest({kinds}::text[], {refs}::text[]) AS w(kind, ref)
-             WHERE c->>'kind' = w.kind AND c->>'ref' = w.ref)"
-        ));
+        let w = Where::sharing(access, gate, exclude, shared);
         bodies(self, w, Order::Recent.sql(), limit, 0)
     }
 
     fn adjacent(
         &self,
-        access: &Access,
-        filter: &Filter,
-        gate: Gate,
+        sel: Selection<'_>,
         anchors: &[&Memory],
         model: &str,
         radius: usize,
@@ -409,8 +369,8 @@ impl Store for PgStore {
         if anchors.is_empty() || radius == 0 {
             return Ok(vec![]);
         }
-        let f = Filter { scope: ScopeFilter::All, ..filter.clone() };
-        let mut w = Where::read(access, &f, gate);
+        let f = Filter { scope: ScopeFilter::All, ..sel.filter.clone() };
+        let mut w = Where::read(Selection { filter: &f, ..sel });
         let model = w.bind(model.to_owned());
         let scopes =
             w.bind(anchors.iter().map(|a| a.scope.as_str().to_owned()).collect::<Vec<_>>());
@@ -449,16 +409,6 @@ impl Store for PgStore {
         let sql = "SELECT vec FROM memories WHERE id = $1 AND model = $2 AND vec IS NOT NULL";
         let row = self.query_opt(sql, &[&id.to_string(), &model])?;
         Ok(row.map(|r| r.get::<_, Vector>(0).to_vec()))
-    }
-
-    fn list_oldest(
-        &self,
-        access: &Access,
-        filter: &Filter,
-        gate: Gate,
-        limit: usize,
-    ) -> Result<Vec<Memory>> {
-        bodies(self, Where::read(access, filter, gate), Order::Oldest.sql(), limit, 0)
     }
 
     fn embedder_models(&self) -> Result<Vec<(String, u64)>> {

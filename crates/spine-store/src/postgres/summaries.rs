@@ -7,8 +7,8 @@ use spine_core::{RecordId, Timestamp};
 use super::PgStore;
 use super::query::Where;
 use super::rows::stamp;
+use crate::Order;
 use crate::fields::Fields;
-use crate::predicate::Order;
 use crate::{AutoSummary, MissingSummaries, Result, SummaryCandidate, SummaryStore};
 
 /// SQL: the record has no summary, and none written by a client (SPEC: never touched).

@@ -7,7 +7,7 @@ use spine_core::{Category, IdRef, Memory};
 
 use super::rows::*;
 use crate::predicate::{Bound, Clause, Dialect};
-use crate::{Access, Result};
+use crate::{Access, Result, Shared};
 
 /// A WHERE clause under construction with its positional parameters.
 pub(crate) type Where = Clause<Value>;
@@ -45,6 +45,37 @@ impl Dialect for Where {
 
     fn kind(&self) -> &'static str {
         "json_extract(m.body, '$.kind')"
+    }
+
+    fn shares(&mut self, shared: Shared<'_>) -> String {
+        match shared {
+            Shared::Tags(tags) => {
+                let marks: Vec<String> =
+                    tags.iter().map(|t| self.bind(Bound::Text(t.clone()))).collect();
+                format!(
+                    "EXISTS (SELECT 1 FROM memory_tags t
+                     WHERE t.memory = m.rowid AND t.tag IN ({}))",
+                    marks.join(", ")
+                )
+            }
+            Shared::Citations(citations) => {
+                let pairs: Vec<String> = citations
+                    .iter()
+                    .map(|c| {
+                        let kind = self.bind(Bound::Text(c.kind.as_str().to_owned()));
+                        let reference = self.bind(Bound::Text(c.reference.clone()));
+                        format!(
+                            "(json_extract(c.value, '$.kind') = {kind}
+                              AND json_extract(c.value, '$.ref') = {reference})"
+                        )
+                    })
+                    .collect();
+                format!(
+                    "EXISTS (SELECT 1 FROM json_each(m.body, '$.citations') c WHERE {})",
+                    pairs.join(" OR ")
+                )
+            }
+        }
     }
 }
 

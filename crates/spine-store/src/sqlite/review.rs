@@ -208,7 +208,10 @@ mod tests {
     use spine_core::{Caller, State};
 
     use super::*;
-    use crate::{Access, Embedding, Filter, Gate, PurgeClass, ScopeFilter, Store, record_digest};
+    use crate::{
+        Access, Embedding, Filter, Gate, Page, PurgeClass, ScopeFilter, Selection, Store,
+        record_digest,
+    };
     use spine_core::{EpochSeconds, Memory};
 
     const T: i64 = 1_800_000_000;
@@ -278,16 +281,12 @@ mod tests {
         assert_eq!(all[0], expected);
         assert_eq!(all[1].records, 1);
         // The active count is the recall gate's.
-        let gate = s
-            .list(
-                &Access::owned(&Caller::anonymous()),
-                &Filter::new(ScopeFilter::One(scope)),
-                Gate::ActiveAt(now),
-                None,
-                0,
-                1000,
-            )
-            .unwrap();
+        let sel = Selection {
+            access: &Access::owned(&Caller::anonymous()),
+            filter: &Filter::new(ScopeFilter::One(scope)),
+            gate: Gate::ActiveAt(now),
+        };
+        let gate = s.list(sel, Page::recent(None, 0, 1000)).unwrap();
         assert_eq!(gate.len() as u64, expected.active);
     }
 

@@ -3,7 +3,7 @@
 use rusqlite::types::Value;
 use rusqlite::{OptionalExtension, params, params_from_iter};
 use spine_core::{
-    Citation, EpochSeconds, IdRef, Memory, RecordId, SCHEMA_VERSION, Scope, ShortId, Timestamp,
+    EpochSeconds, IdRef, Memory, RecordId, SCHEMA_VERSION, Scope, ShortId, Timestamp,
 };
 
 use super::query::*;
@@ -11,10 +11,9 @@ use super::rows::*;
 use super::*;
 use crate::codec::parse_id;
 use crate::nearest::{Scored, neighbours};
-use crate::predicate::Order;
 use crate::{
-    Access, Adjacent, Cursor, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour,
-    Result, ScopeFilter, Store, SupersedeRejection, TagCount,
+    Access, Adjacent, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour, Order,
+    Page, Result, ScopeFilter, Selection, Shared, Store, SupersedeRejection, TagCount,
 };
 
 impl Store for SqliteStore {
@@ -150,24 +149,12 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
-    fn list(
-        &self,
-        access: &Access,
-        filter: &Filter,
-        gate: Gate,
-        cursor: Option<Cursor>,
-        offset: usize,
-        limit: usize,
-    ) -> Result<Vec<Memory>> {
-        let mut w = Where::read(access, filter, gate);
-        if let Some(c) = cursor {
-            w.past(Order::Recent, c.created_at, &c.id);
-        }
-        bodies(&*self.read()?, w, Order::Recent.sql(), limit, offset)
+    fn list(&self, sel: Selection<'_>, page: Page) -> Result<Vec<Memory>> {
+        bodies(&*self.read()?, Where::page(sel, &page), page.order.sql(), page.limit, page.offset)
     }
 
-    fn count(&self, access: &Access, filter: &Filter, gate: Gate) -> Result<u64> {
-        let w = Where::read(access, filter, gate);
+    fn count(&self, sel: Selection<'_>) -> Result<u64> {
+        let w = Where::read(sel);
         let conn = self.read()?;
         let n: i64 = conn.query_row(
             &format!("SELECT count(*) FROM memories m WHERE {}", w.sql),
@@ -308,65 +295,30 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
-    fn with_any_tag(
+    fn sharing(
         &self,
         access: &Access,
-        tags: &[String],
         gate: Gate,
         exclude: &RecordId,
+        shared: Shared<'_>,
         limit: usize,
     ) -> Result<Vec<Memory>> {
-        if tags.is_empty() {
+        if shared.is_empty() {
             return Ok(vec![]);
         }
-        let mut w = Where::others_than(access, gate, exclude);
-        let marks = vec!["?"; tags.len()].join(", ");
-        w.and(
-            &format!(
-                "EXISTS (SELECT 1 FROM memory_tags t WHERE t.memory = m.rowid AND t.tag IN ({marks}))"
-            ),
-            tags.iter().map(|t| Value::Text(t.clone())),
-        );
-        bodies(&*self.read()?, w, Order::Recent.sql(), limit, 0)
-    }
-
-    fn with_any_citation(
-        &self,
-        access: &Access,
-        citations: &[Citation],
-        gate: Gate,
-        exclude: &RecordId,
-        limit: usize,
-    ) -> Result<Vec<Memory>> {
-        if citations.is_empty() {
-            return Ok(vec![]);
-        }
-        let mut w = Where::others_than(access, gate, exclude);
-        let pairs = vec![
-            "(json_extract(c.value, '$.kind') = ? AND json_extract(c.value, '$.ref') = ?)";
-            citations.len()
-        ]
-        .join(" OR ");
-        w.and(
-            &format!("EXISTS (SELECT 1 FROM json_each(m.body, '$.citations') c WHERE {pairs})"),
-            citations.iter().flat_map(|c| {
-                [Value::Text(c.kind.as_str().to_owned()), Value::Text(c.reference.clone())]
-            }),
-        );
+        let w = Where::sharing(access, gate, exclude, shared);
         bodies(&*self.read()?, w, Order::Recent.sql(), limit, 0)
     }
 
     fn adjacent(
         &self,
-        access: &Access,
-        filter: &Filter,
-        gate: Gate,
+        sel: Selection<'_>,
         anchors: &[&Memory],
         model: &str,
         radius: usize,
     ) -> Result<Vec<Adjacent>> {
-        let f = Filter { scope: ScopeFilter::All, ..filter.clone() };
-        let w = Where::read(access, &f, gate);
+        let f = Filter { scope: ScopeFilter::All, ..sel.filter.clone() };
+        let w = Where::read(Selection { filter: &f, ..sel });
         // The anchor's scope and position come after the filter's parameters; the row-value
         // comparison lets SQLite seek `memories_scope_recent` to the anchor and step
         // `radius` rows.
@@ -418,17 +370,6 @@ impl Store for SqliteStore {
             )
             .optional()?;
         Ok(blob.map(|b| blob_to_vec(&b)))
-    }
-
-    fn list_oldest(
-        &self,
-        access: &Access,
-        filter: &Filter,
-        gate: Gate,
-        limit: usize,
-    ) -> Result<Vec<Memory>> {
-        let w = Where::read(access, filter, gate);
-        bodies(&*self.read()?, w, Order::Oldest.sql(), limit, 0)
     }
 
     fn embedder_models(&self) -> Result<Vec<(String, u64)>> {

@@ -17,7 +17,7 @@ use rusqlite::{params, params_from_iter};
 use spine_core::{RecordId, SCHEMA_VERSION, Timestamp};
 
 use super::{STAMP_VERSION, SqliteStore, Where};
-use crate::predicate::Order;
+use crate::Order;
 use crate::{AutoSummary, MissingSummaries, Result, SummaryCandidate, SummaryStore};
 
 /// SQL: the record has no summary, and none written by a client (SPEC: never touched).

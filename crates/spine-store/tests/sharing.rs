@@ -1,0 +1,98 @@
+//! `Store::sharing` (related_memories' tag and citation edges) on SQLite and, when a server
+//! is configured, PostgreSQL: the other records the caller reads, through the gate, that
+//! carry one of the anchor's tags or cite one of its citations.
+
+use spine_core::{Caller, Citation, CitationKind, EpochSeconds, Memory, Timestamp, Visibility};
+use spine_store::{Access, Gate, PgStore, Shared, SqliteStore, Store, TransferStore};
+use spine_testkit::records::record;
+
+const SCOPE: &str = "acme:project:web";
+
+fn cite(kind: CitationKind, reference: &str) -> Citation {
+    Citation {
+        kind,
+        reference: reference.into(),
+        locator: String::new(),
+        pin: String::new(),
+        excerpt: String::new(),
+    }
+}
+
+/// The anchor (alice's, tags `ui` and `db`, citing `file src/a.rs`) and records around it,
+/// each named by what it has in common with the anchor and who may read it.
+fn fixture() -> Vec<Memory> {
+    let mut out = Vec::new();
+    let mut add = |content: &str, owner: &str, secs: i64, edit: &dyn Fn(&mut Memory)| {
+        let mut m = record(SCOPE, content, owner, 1_800_000_000 + secs);
+        edit(&mut m);
+        out.push(m);
+    };
+    add("anchor", "alice", 1, &|m| {
+        m.tags = vec!["ui".into(), "db".into()];
+        m.citations = vec![cite(CitationKind::File, "src/a.rs")];
+    });
+    add("tag ui", "alice", 2, &|m| m.tags = vec!["ui".into()]);
+    add("tag db, shared by bob", "bob", 3, &|m| {
+        m.tags = vec!["db".into(), "x".into()];
+        m.visibility = Visibility::Shared;
+    });
+    add("tag db, bob's own", "bob", 4, &|m| m.tags = vec!["db".into()]);
+    add("tag ui, archived", "alice", 5, &|m| {
+        m.tags = vec!["ui".into()];
+        m.archived_at = Some(EpochSeconds::from_secs(1_800_000_100));
+    });
+    add("no tag in common", "alice", 6, &|m| m.tags = vec!["uix".into()]);
+    add("cites the file", "alice", 7, &|m| {
+        m.citations =
+            vec![cite(CitationKind::Url, "https://x"), cite(CitationKind::File, "src/a.rs")];
+    });
+    add("cites the path as a url", "alice", 8, &|m| {
+        m.citations = vec![cite(CitationKind::Url, "src/a.rs")];
+    });
+    add("cites another file", "alice", 9, &|m| {
+        m.citations = vec![cite(CitationKind::File, "src/b.rs")];
+    });
+    out
+}
+
+fn check(store: &dyn Store, records: &[Memory]) {
+    let anchor = &records[0];
+    let alice = Access::read(&Caller::authenticated("alice", "alice"));
+    let gate = Gate::ActiveAt(Timestamp::from_micros(1_900_000_000_000_000));
+    let contents = |shared: Shared<'_>, limit: usize| -> Vec<String> {
+        let found = store.sharing(&alice, gate, &anchor.id, shared, limit).unwrap();
+        found.into_iter().map(|m| m.content).collect()
+    };
+    // Most recent first; never the anchor, bob's private record or an archived one.
+    let tags = Shared::Tags(&anchor.tags);
+    assert_eq!(contents(tags, 10), vec!["tag db, shared by bob", "tag ui"]);
+    assert_eq!(contents(tags, 1), vec!["tag db, shared by bob"]);
+    assert!(contents(Shared::Tags(&[]), 10).is_empty());
+    // A citation matches on kind and ref together.
+    let citations = Shared::Citations(&anchor.citations);
+    assert_eq!(contents(citations, 10), vec!["cites the file"]);
+    assert!(contents(Shared::Citations(&[]), 10).is_empty());
+    // Without the gate the archived record is there too.
+    let all = store.sharing(&alice, Gate::Off, &anchor.id, tags, 10).unwrap();
+    assert_eq!(all.len(), 3);
+}
+
+fn load(store: &dyn TransferStore, records: &[Memory]) {
+    let with_vectors: Vec<(Memory, Vec<f32>)> =
+        records.iter().map(|m| (m.clone(), vec![0.6, 0.8])).collect();
+    crate::import_records(store, &with_vectors, 100);
+}
+
+#[test]
+fn related_records_share_a_tag_or_a_citation_and_are_readable() {
+    let records = fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = SqliteStore::open(dir.path()).unwrap();
+    load(&sqlite, &records);
+    check(&sqlite, &records);
+    if let Some(db) = spine_testkit::postgres::fresh_database() {
+        let pg = PgStore::connect(&db.url).unwrap();
+        load(&pg, &records);
+        check(&pg, &records);
+    }
+}
