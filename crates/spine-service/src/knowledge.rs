@@ -210,7 +210,7 @@ impl Service {
         };
         let read = |scope: ScopeFilter, limit: usize| {
             let sel = Selection { access: &access, filter: &filter(scope), gate };
-            self.store.list(sel, Page::oldest(None, limit)).map_err(store_error)
+            self.store.list(sel, Page::oldest(limit)).map_err(store_error)
         };
 
         let mut rules = Vec::new();

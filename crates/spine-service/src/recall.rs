@@ -256,10 +256,10 @@ impl Service {
     pub fn tags(&self, caller: &Caller, r: TagsRequest) -> Result<TagsResult, Error> {
         let TagsRequest { scope, limit } = r;
         let now = self.clock.now();
-        let mut tags = self
-            .store
-            .tag_counts(&Access::read(caller), scope.as_ref(), Gate::ActiveAt(now), limit + 1)
-            .map_err(store_error)?;
+        let filter = Filter::new(scope.map_or(ScopeFilter::All, ScopeFilter::One));
+        let sel =
+            Selection { access: &Access::read(caller), filter: &filter, gate: Gate::ActiveAt(now) };
+        let mut tags = self.store.tag_counts(sel, limit + 1).map_err(store_error)?;
         let more = tags.len() > limit;
         tags.truncate(limit);
         Ok(TagsResult {

@@ -420,15 +420,9 @@ pub trait Store: Send + Sync {
     /// at most `limit`.
     fn scopes(&self, access: &Access, filter: &Filter, limit: usize) -> Result<Vec<String>>;
 
-    /// Tag counts over readable records passing `gate`, optionally in one scope; count
-    /// descending then tag ascending, at most `limit`.
-    fn tag_counts(
-        &self,
-        access: &Access,
-        scope: Option<&Scope>,
-        gate: Gate,
-        limit: usize,
-    ) -> Result<Vec<TagCount>>;
+    /// Tag counts over the records of `sel`; count descending then tag ascending, at most
+    /// `limit`.
+    fn tag_counts(&self, sel: Selection<'_>, limit: usize) -> Result<Vec<TagCount>>;
 
     /// Stores `new` and stamps `superseded_by = new.id` on every target, in one transaction,
     /// recording `idempotency` (when given) in the same transaction. The targets are

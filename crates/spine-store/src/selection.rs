@@ -56,9 +56,9 @@ impl Page {
         Page { order: Order::Recent, after, offset, limit }
     }
 
-    /// Oldest first, without an offset (list_rules, an operator's walk).
-    pub fn oldest(after: Option<Cursor>, limit: usize) -> Self {
-        Page { order: Order::Oldest, after, offset: 0, limit }
+    /// The first `limit` records, oldest first (list_rules).
+    pub fn oldest(limit: usize) -> Self {
+        Page { order: Order::Oldest, after: None, offset: 0, limit }
     }
 }
 

@@ -8,7 +8,7 @@ mod migrations;
 mod operator;
 mod pg_review;
 mod pg_search;
-mod sharing;
+mod tags_and_citations;
 mod transfer;
 
 /// Imports `records` with their vectors (embedder id `m`) into `store`, `chunk` records per

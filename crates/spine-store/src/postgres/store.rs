@@ -212,20 +212,8 @@ impl Store for PgStore {
         self.query(&sql, &w.refs())?.iter().map(|r| r.text(0)).collect()
     }
 
-    fn tag_counts(
-        &self,
-        access: &Access,
-        scope: Option<&Scope>,
-        gate: Gate,
-        limit: usize,
-    ) -> Result<Vec<TagCount>> {
-        let mut w = Where::default();
-        w.access(access);
-        if let Some(s) = scope {
-            let p = w.bind(s.as_str().to_owned());
-            w.push(&format!("m.scope = {p}"));
-        }
-        w.gate(gate);
+    fn tag_counts(&self, sel: Selection<'_>, limit: usize) -> Result<Vec<TagCount>> {
+        let mut w = Where::read(sel);
         let l = w.bind(limit as i64);
         let sql = format!(
             "SELECT t.tag, count(*) AS n FROM memories m, unnest(m.tags) AS t(tag)

@@ -176,19 +176,8 @@ impl Store for SqliteStore {
         Ok(scopes)
     }
 
-    fn tag_counts(
-        &self,
-        access: &Access,
-        scope: Option<&Scope>,
-        gate: Gate,
-        limit: usize,
-    ) -> Result<Vec<TagCount>> {
-        let mut w = Where::default();
-        w.access(access);
-        if let Some(s) = scope {
-            w.and("m.scope = ?", [Value::Text(s.as_str().to_owned())]);
-        }
-        w.gate(gate);
+    fn tag_counts(&self, sel: Selection<'_>, limit: usize) -> Result<Vec<TagCount>> {
+        let mut w = Where::read(sel);
         w.params.push(Value::Integer(limit as i64));
         let conn = self.read()?;
         let mut stmt = conn.prepare(&format!(

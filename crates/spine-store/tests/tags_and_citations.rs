@@ -1,9 +1,15 @@
-//! `Store::sharing` (related_memories' tag and citation edges) on SQLite and, when a server
-//! is configured, PostgreSQL: the other records the caller reads, through the gate, that
-//! carry one of the anchor's tags or cite one of its citations.
+//! Reads over tags and citations on SQLite and, when a server is configured, PostgreSQL:
+//! `Store::sharing` (related_memories' tag and citation edges: the other records the caller
+//! reads, through the gate, that carry one of the anchor's tags or cite one of its
+//! citations) and `Store::tag_counts` (list_tags).
 
-use spine_core::{Caller, Citation, CitationKind, EpochSeconds, Memory, Timestamp, Visibility};
-use spine_store::{Access, Gate, PgStore, Shared, SqliteStore, Store, TransferStore};
+use spine_core::{
+    Caller, Citation, CitationKind, EpochSeconds, Memory, Scope, Timestamp, Visibility,
+};
+use spine_store::{
+    Access, Filter, Gate, PgStore, ScopeFilter, Selection, Shared, SqliteStore, Store,
+    TransferStore,
+};
 use spine_testkit::records::record;
 
 const SCOPE: &str = "acme:project:web";
@@ -77,6 +83,28 @@ fn check(store: &dyn Store, records: &[Memory]) {
     assert_eq!(all.len(), 3);
 }
 
+fn check_tag_counts(store: &dyn Store) {
+    let alice = Access::read(&Caller::authenticated("alice", "alice"));
+    let gate = Gate::ActiveAt(Timestamp::from_micros(1_900_000_000_000_000));
+    let counts = |filter: &Filter, limit: usize| -> Vec<(String, u64)> {
+        let sel = Selection { access: &alice, filter, gate };
+        let counts = store.tag_counts(sel, limit).unwrap();
+        counts.into_iter().map(|t| (t.tag, t.count)).collect()
+    };
+    let pairs = |p: &[(&str, u64)]| -> Vec<(String, u64)> {
+        p.iter().map(|(t, n)| (t.to_string(), *n)).collect()
+    };
+    // Over what alice reads through the gate: not bob's own record, not the archived one.
+    // Count descending, then tag ascending.
+    let here = Filter::new(ScopeFilter::One(Scope::parse("scope", SCOPE).unwrap()));
+    assert_eq!(counts(&here, 10), pairs(&[("db", 2), ("ui", 2), ("uix", 1), ("x", 1)]));
+    assert_eq!(counts(&here, 3), pairs(&[("db", 2), ("ui", 2), ("uix", 1)]));
+    assert_eq!(counts(&Filter::new(ScopeFilter::All), 10).len(), 4);
+    let elsewhere =
+        Filter::new(ScopeFilter::One(Scope::parse("scope", "acme:project:api").unwrap()));
+    assert!(counts(&elsewhere, 10).is_empty());
+}
+
 fn load(store: &dyn TransferStore, records: &[Memory]) {
     let with_vectors: Vec<(Memory, Vec<f32>)> =
         records.iter().map(|m| (m.clone(), vec![0.6, 0.8])).collect();
@@ -84,15 +112,17 @@ fn load(store: &dyn TransferStore, records: &[Memory]) {
 }
 
 #[test]
-fn related_records_share_a_tag_or_a_citation_and_are_readable() {
+fn related_records_and_tag_counts_are_what_the_caller_reads_through_the_gate() {
     let records = fixture();
     let dir = tempfile::tempdir().unwrap();
     let sqlite = SqliteStore::open(dir.path()).unwrap();
     load(&sqlite, &records);
     check(&sqlite, &records);
+    check_tag_counts(&sqlite);
     if let Some(db) = spine_testkit::postgres::fresh_database() {
         let pg = PgStore::connect(&db.url).unwrap();
         load(&pg, &records);
         check(&pg, &records);
+        check_tag_counts(&pg);
     }
 }
