@@ -2,9 +2,7 @@
 //! PostgreSQL: the records stored next to an anchor in its scope, as the caller may read them.
 
 use spine_core::{Caller, Memory, Timestamp, Visibility};
-use spine_store::{
-    Access, Filter, Gate, PgStore, ScopeFilter, Selection, SqliteStore, Store, TransferStore,
-};
+use spine_store::{Access, Filter, Gate, ScopeFilter, Selection, Store};
 use spine_testkit::records::record;
 
 /// One scope of alice's records at seconds 1..=9, with records the caller must not get as
@@ -70,22 +68,8 @@ fn check(store: &dyn Store, records: &[Memory]) {
     assert_eq!(after, vec!["turn 8"]);
 }
 
-fn load(store: &dyn TransferStore, records: &[Memory]) {
-    let with_vectors: Vec<(Memory, Vec<f32>)> =
-        records.iter().map(|m| (m.clone(), vec![0.6, 0.8])).collect();
-    crate::import_records(store, &with_vectors, 100);
-}
-
 #[test]
 fn adjacent_records_are_the_callers_visible_neighbours_in_the_anchors_scope() {
     let records = fixture();
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite = SqliteStore::open(dir.path()).unwrap();
-    load(&sqlite, &records);
-    check(&sqlite, &records);
-    if let Some(db) = spine_testkit::postgres::fresh_database() {
-        let pg = PgStore::connect(&db.url).unwrap();
-        load(&pg, &records);
-        check(&pg, &records);
-    }
+    crate::on_both_engines(&records, |store| check(store, &records));
 }

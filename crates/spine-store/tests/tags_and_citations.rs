@@ -6,10 +6,7 @@
 use spine_core::{
     Caller, Citation, CitationKind, EpochSeconds, Memory, Scope, Timestamp, Visibility,
 };
-use spine_store::{
-    Access, Filter, Gate, PgStore, ScopeFilter, Selection, Shared, SqliteStore, Store,
-    TransferStore,
-};
+use spine_store::{Access, Filter, Gate, ScopeFilter, Selection, Shared, Store};
 use spine_testkit::records::record;
 
 const SCOPE: &str = "acme:project:web";
@@ -105,24 +102,11 @@ fn check_tag_counts(store: &dyn Store) {
     assert!(counts(&elsewhere, 10).is_empty());
 }
 
-fn load(store: &dyn TransferStore, records: &[Memory]) {
-    let with_vectors: Vec<(Memory, Vec<f32>)> =
-        records.iter().map(|m| (m.clone(), vec![0.6, 0.8])).collect();
-    crate::import_records(store, &with_vectors, 100);
-}
-
 #[test]
 fn related_records_and_tag_counts_are_what_the_caller_reads_through_the_gate() {
     let records = fixture();
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite = SqliteStore::open(dir.path()).unwrap();
-    load(&sqlite, &records);
-    check(&sqlite, &records);
-    check_tag_counts(&sqlite);
-    if let Some(db) = spine_testkit::postgres::fresh_database() {
-        let pg = PgStore::connect(&db.url).unwrap();
-        load(&pg, &records);
-        check(&pg, &records);
-        check_tag_counts(&pg);
-    }
+    crate::on_both_engines(&records, |store| {
+        check(store, &records);
+        check_tag_counts(store);
+    });
 }

@@ -33,3 +33,20 @@ fn import_records<V: AsRef<[f32]>>(
         store.import_batch(&items).unwrap();
     }
 }
+
+/// Runs `check` on a SQLite store holding `records` and, when a server is configured (CI
+/// always has one), on a PostgreSQL database holding the same; every record carries the
+/// vector `[0.6, 0.8]` of embedder `m`.
+fn on_both_engines(records: &[spine_core::Memory], check: impl Fn(&dyn spine_store::Store)) {
+    let with_vectors: Vec<(spine_core::Memory, Vec<f32>)> =
+        records.iter().map(|m| (m.clone(), vec![0.6, 0.8])).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = spine_store::SqliteStore::open(dir.path()).unwrap();
+    import_records(&sqlite, &with_vectors, 100);
+    check(&sqlite);
+    if let Some(db) = spine_testkit::postgres::fresh_database() {
+        let pg = spine_store::PgStore::connect(&db.url).unwrap();
+        import_records(&pg, &with_vectors, 100);
+        check(&pg);
+    }
+}
