@@ -71,6 +71,16 @@ where
         w
     }
 
+    /// The records of `sel` in every scope, its scope filter ignored (the neighbour step
+    /// reads each anchor's own scope).
+    pub(crate) fn read_any_scope(sel: Selection<'_>) -> Self {
+        let mut w = Self::default();
+        w.access(sel.access);
+        w.conditions(filtered(sel.filter).into_iter().filter(|c| !matches!(c, Cond::Scope(_))));
+        w.gate(sel.gate);
+        w
+    }
+
     /// The records of `sel` on `page` (its cursor; the order, offset and limit are the
     /// query's).
     pub(crate) fn page(sel: Selection<'_>, page: &Page) -> Self {

@@ -357,8 +357,7 @@ impl Store for PgStore {
         if anchors.is_empty() || radius == 0 {
             return Ok(vec![]);
         }
-        let f = Filter { scope: ScopeFilter::All, ..sel.filter.clone() };
-        let mut w = Where::read(Selection { filter: &f, ..sel });
+        let mut w = Where::read_any_scope(sel);
         let model = w.bind(model.to_owned());
         let scopes =
             w.bind(anchors.iter().map(|a| a.scope.as_str().to_owned()).collect::<Vec<_>>());

@@ -13,7 +13,7 @@ use crate::codec::parse_id;
 use crate::nearest::{Scored, neighbours};
 use crate::{
     Access, Adjacent, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour, Order,
-    Page, Result, ScopeFilter, Selection, Shared, Store, SupersedeRejection, TagCount,
+    Page, Result, Selection, Shared, Store, SupersedeRejection, TagCount,
 };
 
 impl Store for SqliteStore {
@@ -306,8 +306,7 @@ impl Store for SqliteStore {
         model: &str,
         radius: usize,
     ) -> Result<Vec<Adjacent>> {
-        let f = Filter { scope: ScopeFilter::All, ..sel.filter.clone() };
-        let w = Where::read(Selection { filter: &f, ..sel });
+        let w = Where::read_any_scope(sel);
         // The anchor's scope and position come after the filter's parameters; the row-value
         // comparison lets SQLite seek `memories_scope_recent` to the anchor and step
         // `radius` rows.
