@@ -30,7 +30,9 @@
 //! carry one id, which counts once, at its best rank):
 //! - R@k: the share of its evidence ids among the first k results;
 //! - MRR: 1 / the rank of the first result that carries an evidence id (0 past k = 10);
-//! - any@k / all@k: at least one / every evidence id among the first k.
+//! - any@k / all@k: at least one / every evidence id among the first k;
+//! - the bound: the same figures if every evidence id that some stored record names were
+//!   found (printed when below 1: a fifth of the evidence is named by no observation).
 //!
 //! Evidence ids are read leniently, as the dataset spells a few of them: `"D8:6; D9:17"` and
 //! `"D9:1 D4:4"` are several ids, `D:11:26` is `D11:26`, `D30:05` is `D30:5`. A question none
@@ -266,11 +268,16 @@ struct Tally {
     all5: usize,
     any10: usize,
     all10: usize,
+    /// The share of each question's evidence that some stored record names (summed), and
+    /// the questions with at least one such id: what R@k and MRR / any@k could reach.
+    reachable: f64,
+    any_reachable: usize,
 }
 
 impl Tally {
-    /// Adds a question whose results carry `ranked` dialog ids (one set per result).
-    fn add(&mut self, evidence: &[String], ranked: &[HashSet<String>]) {
+    /// Adds a question whose results carry `ranked` dialog ids (one set per result);
+    /// `named`: every dialog id that a record of its conversation names.
+    fn add(&mut self, evidence: &[String], ranked: &[HashSet<String>], named: &HashSet<String>) {
         let found = |k: usize| {
             evidence.iter().filter(|e| ranked.iter().take(k).any(|ids| ids.contains(*e))).count()
         };
@@ -288,6 +295,9 @@ impl Tally {
         self.all5 += usize::from(f5 == n);
         self.any10 += usize::from(f10 > 0);
         self.all10 += usize::from(f10 == n);
+        let reachable = evidence.iter().filter(|e| named.contains(*e)).count();
+        self.reachable += reachable as f64 / n as f64;
+        self.any_reachable += usize::from(reachable > 0);
     }
 
     fn merge(&mut self, o: &Tally) {
@@ -299,6 +309,8 @@ impl Tally {
         self.all5 += o.all5;
         self.any10 += o.any10;
         self.all10 += o.all10;
+        self.reachable += o.reachable;
+        self.any_reachable += o.any_reachable;
     }
 
     fn figures(&self) -> Value {
@@ -309,6 +321,7 @@ impl Tally {
             "r5": r(self.r5), "r10": r(self.r10), "mrr": r(self.rr),
             "any5": r(self.any5 as f64), "all5": r(self.all5 as f64),
             "any10": r(self.any10 as f64), "all10": r(self.all10 as f64),
+            "reachable": r(self.reachable), "any_reachable": r(self.any_reachable as f64),
         })
     }
 }
@@ -416,6 +429,7 @@ pub fn run(args: &[String]) -> Result<()> {
     let t = Instant::now();
     for (_, c) in &picked {
         let scope = scope_of(c);
+        let named: HashSet<String> = c.records.iter().flat_map(|(dia, _)| dia.clone()).collect();
         for (i, q) in c.questions.iter().enumerate() {
             if q.evidence.is_empty() || q.text.trim().is_empty() {
                 skipped += 1;
@@ -434,7 +448,7 @@ pub fn run(args: &[String]) -> Result<()> {
                     ids.get(&m.id.to_string()).into_iter().flatten().cloned().collect()
                 })
                 .collect();
-            by_category.entry(q.category).or_default().add(&q.evidence, &ranked);
+            by_category.entry(q.category).or_default().add(&q.evidence, &ranked, &named);
             if i % 50 == 0 {
                 eprint!("\rasking {}: {i}/{}", c.sample_id, c.questions.len());
             }
@@ -520,6 +534,15 @@ pub fn run(args: &[String]) -> Result<()> {
         pct(0.99),
         chars as f64 / overall.questions.max(1) as f64
     );
+    let all = overall.figures();
+    let (r, a) =
+        (all["reachable"].as_f64().unwrap_or(1.0), all["any_reachable"].as_f64().unwrap_or(1.0));
+    if r < 1.0 || a < 1.0 {
+        println!(
+            "Some evidence ids are named by no stored record: R@k can reach at most {r:.3}, \
+             MRR and any@k at most {a:.3}"
+        );
+    }
     Ok(())
 }
 
@@ -557,11 +580,26 @@ mod tests {
             set(&["D2:9"]),
         ];
         let mut t = Tally::default();
-        t.add(&["D1:3".into(), "D2:9".into()], &ranked);
+        t.add(&["D1:3".into(), "D2:9".into()], &ranked, &set(&["D1:1", "D1:2", "D1:3", "D2:9"]));
         assert_eq!(t.questions, 1);
         assert_eq!(t.r5, 0.5);
         assert_eq!(t.r10, 1.0);
         assert_eq!(t.rr, 0.5);
         assert_eq!((t.any5, t.all5, t.any10, t.all10), (1, 0, 1, 1));
+        assert_eq!((t.reachable, t.any_reachable), (1.0, 1));
+    }
+
+    #[test]
+    fn evidence_no_record_names_bounds_what_can_be_found() {
+        let set = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<HashSet<_>>();
+        let mut t = Tally::default();
+        // Observations name D1:3 only: D2:9 can never be found, and a question whose
+        // evidence is all unnamed can score nothing.
+        let named = set(&["D1:3"]);
+        t.add(&["D1:3".into(), "D2:9".into()], &[set(&["D1:3"])], &named);
+        t.add(&["D2:9".into()], &[set(&["D1:3"])], &named);
+        assert_eq!((t.r5, t.reachable, t.any5, t.any_reachable), (0.5, 0.5, 1, 1));
+        let f = t.figures();
+        assert_eq!((f["reachable"].as_f64(), f["any_reachable"].as_f64()), (Some(0.25), Some(0.5)));
     }
 }
