@@ -389,7 +389,8 @@ pub trait Store: Send + Sync {
 
     /// Counts a strong-signal touch on a record: access_count + 1, last_accessed_at = `at`.
     /// Edits only those two keys of the payload, so a touch never rewrites a record written
-    /// by a newer binary from this binary's structure (SPEC Versioning 5).
+    /// by a newer binary from this binary's structure (SPEC Versioning 5). The embedded
+    /// engine commits it without waiting for the disk (`sqlite` module docs).
     fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()>;
 
     /// Deletes one record owned by `access`; false when none matched.

@@ -3,7 +3,14 @@
 //! Durability: WAL with `synchronous = FULL`, so a write acknowledged to the caller has been
 //! fsynced to the log and survives the process (or the machine) dying right after. Every
 //! write that touches several tables runs in one transaction, so a crash leaves either the
-//! old or the new state, never a half-written record.
+//! old or the new state, never a half-written record. One exception: the strong-signal
+//! touch of `get_memory` (`access_count`, `last_accessed_at`) is bookkeeping the caller did
+//! not ask to store, and commits with `synchronous = NORMAL`: it is in the log when the call
+//! returns, so it survives the process dying, and reaches the disk with the next durable
+//! write or checkpoint; a power loss before then can lose the last touches, never a record
+//! or an edit. Waiting for the disk there made every `get_memory` an fsync, taken while
+//! holding the one write connection, so concurrent reads of records queued behind each
+//! other's fsyncs.
 
 pub(crate) mod index;
 mod query;
@@ -226,6 +233,43 @@ mod tests {
             assert!(read.unwrap().is_empty());
             drop(writing);
         });
+    }
+
+    /// A touch commits without waiting for the disk, and every write after it waits again.
+    #[test]
+    fn a_touch_leaves_the_write_connection_durable() {
+        use spine_core::{Caller, Category, Memory, Scope, ShortId, Source, Timestamp};
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let synchronous = |s: &SqliteStore| -> i64 {
+            s.lock().pragma_query_value(None, "synchronous", |r| r.get(0)).unwrap()
+        };
+        assert_eq!(synchronous(&store), 2, "FULL");
+        let scope = Scope::parse("scope", "test:project:touch").unwrap();
+        let m = Memory::new(
+            ShortId::mint(),
+            "a note".into(),
+            scope,
+            Source::UserSaid,
+            Category::Decision,
+            &Caller::anonymous(),
+            Timestamp::from_micros(1_800_000_000_000_000),
+        );
+        store
+            .insert_batch(&[(m.clone(), crate::Embedding { model: "m", vector: &[1.0, 0.0] })])
+            .unwrap();
+        store.touch(&m.id, Timestamp::from_micros(1_800_000_100_000_000)).unwrap();
+        store.touch(&m.id, Timestamp::from_micros(1_800_000_200_000_000)).unwrap();
+        assert_eq!(synchronous(&store), 2, "FULL again after the touch");
+        let body: String = store
+            .lock()
+            .query_row("SELECT body FROM memories WHERE id = ?1", [m.id.to_string()], |r| r.get(0))
+            .unwrap();
+        let got = crate::codec::decode(&body).unwrap();
+        assert_eq!(got.access_count, 2);
+        // A touch of a record that is not there changes nothing and leaves FULL too.
+        store.touch(&spine_core::RecordId::mint(), Timestamp::from_micros(1)).unwrap();
+        assert_eq!(synchronous(&store), 2);
     }
 
     #[test]

@@ -82,15 +82,20 @@ impl Store for SqliteStore {
         Ok(true)
     }
 
+    /// Commits without waiting for the disk (module docs, "Durability"): `synchronous =
+    /// NORMAL` for this one statement, `FULL` again before the write connection is let go.
     fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()> {
         let conn = self.lock();
-        conn.execute(
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        let touched = conn.execute(
             "UPDATE memories SET body = json_set(body,
                 '$.access_count', coalesce(json_extract(body, '$.access_count'), 0) + 1,
                 '$.last_accessed_at', ?2)
              WHERE id = ?1",
             params![id.to_string(), at.to_rfc3339()],
-        )?;
+        );
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        touched?;
         Ok(())
     }
 
