@@ -534,7 +534,7 @@ pub fn run(args: &[String]) -> Result<()> {
         pct(0.99),
         chars as f64 / overall.questions.max(1) as f64
     );
-    let all = overall.figures();
+    let all = &report["overall"];
     let (r, a) =
         (all["reachable"].as_f64().unwrap_or(1.0), all["any_reachable"].as_f64().unwrap_or(1.0));
     if r < 1.0 || a < 1.0 {

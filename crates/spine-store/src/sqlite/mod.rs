@@ -59,6 +59,19 @@ const IDLE_READERS: usize = 8;
 /// an I/O error into SIGBUS instead of an error.
 const CACHE_KIB: i64 = 8 * 1024;
 
+/// `PRAGMA synchronous` of the write connection: every commit waits for the disk (module
+/// docs, "Durability"); `touch` lowers it for its one statement and sets this again.
+pub(crate) const DURABLE: &str = "FULL";
+
+/// What every connection, the writer's and the readers', is opened with: the wait for a
+/// busy database and the page cache.
+fn open_connection(path: &Path) -> Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
+    Ok(conn)
+}
+
 /// SQLite-backed [`Store`].
 ///
 /// One write connection behind a mutex (SQLite serialises writers anyway), and a pool of
@@ -124,12 +137,10 @@ impl SqliteStore {
             StoreError::Io(format!("cannot create data directory {}: {e}", data_dir.display()))
         })?;
         let path = data_dir.join(DB_FILE);
-        let conn = Connection::open(&path)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        let conn = open_connection(&path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "synchronous", DURABLE)?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
-        conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
         let store = SqliteStore {
             conn: Mutex::new(conn),
             readers: Mutex::default(),
@@ -180,10 +191,8 @@ impl SqliteStore {
         let conn = match idle {
             Some(conn) => conn,
             None => {
-                let conn = Connection::open(&self.path)?;
-                conn.busy_timeout(std::time::Duration::from_secs(10))?;
+                let conn = open_connection(&self.path)?;
                 conn.pragma_update(None, "query_only", "ON")?;
-                conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
                 conn
             }
         };

@@ -83,7 +83,7 @@ impl Store for SqliteStore {
     }
 
     /// Commits without waiting for the disk (module docs, "Durability"): `synchronous =
-    /// NORMAL` for this one statement, `FULL` again before the write connection is let go.
+    /// NORMAL` for this one statement, [`super::DURABLE`] again before the write connection is let go.
     fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()> {
         let conn = self.lock();
         conn.pragma_update(None, "synchronous", "NORMAL")?;
@@ -94,7 +94,7 @@ impl Store for SqliteStore {
              WHERE id = ?1",
             params![id.to_string(), at.to_rfc3339()],
         );
-        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "synchronous", super::DURABLE)?;
         touched?;
         Ok(())
     }
