@@ -2,6 +2,8 @@
 //! concurrent callers sharing passes through a [`BatchingEmbedder`]:
 //! `cargo run --release -p spine-embed --example throughput`. With `-- queries`, it only
 //! embeds 2,000 queries one at a time (a steady load to profile, e.g. under `perf record`);
+//! with `-- callers N query|note S`, N threads embed new texts through the batcher for S
+//! seconds, as a server's sessions do (texts/s, latency, CPU time per text);
 //! with `-- load`, it loads the model 20 more times and prints the median and the range
 //! (load time varies from run to run with the page cache and the other thread's timing).
 
@@ -47,6 +49,54 @@ fn concurrent(e: &Arc<dyn Embedder>, texts: &[String], threads: usize) -> f64 {
     texts.len() as f64 / started.elapsed().as_secs_f64()
 }
 
+/// This process's CPU time so far (user + system), in seconds.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    s(u.ru_utime) + s(u.ru_stime)
+}
+
+/// `callers` threads, each embedding a new text of `kind` (`query` or `note`) one at a time
+/// through the batcher for `seconds`, as the sessions of a server do: texts/s, latency
+/// p50/p95 and the CPU time each text took (a pass's parallel overhead shows there).
+fn callers_for(e: &Arc<dyn Embedder>, callers: usize, kind: &str, seconds: f64) {
+    let (cpu, started) = (cpu_seconds(), Instant::now());
+    let until = started + std::time::Duration::from_secs_f64(seconds);
+    let mut ms: Vec<f64> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..callers)
+            .map(|c| {
+                let e = e.clone();
+                s.spawn(move || {
+                    let mut ms = Vec::new();
+                    let mut i = c * 1_000_000;
+                    while Instant::now() < until {
+                        let text = if kind == "note" { document(i) } else { query(i) };
+                        let t = Instant::now();
+                        e.embed(&[&text]).expect("embed");
+                        ms.push(t.elapsed().as_secs_f64() * 1e3);
+                        i += 1;
+                    }
+                    ms
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("caller")).collect()
+    });
+    let (wall, cpu) = (started.elapsed().as_secs_f64(), cpu_seconds() - cpu);
+    ms.sort_by(f64::total_cmp);
+    let at = |p: f64| ms[((ms.len() - 1) as f64 * p) as usize];
+    println!(
+        "{callers} callers, {kind}: {:.1}/s, p50 {:.2} ms, p95 {:.2} ms, {:.2} CPU-ms each, {:.1} cores busy",
+        ms.len() as f64 / wall,
+        at(0.5),
+        at(0.95),
+        cpu * 1e3 / ms.len() as f64,
+        cpu / wall
+    );
+}
+
 fn one_at_a_time(e: &dyn Embedder, texts: &[String]) -> f64 {
     let started = Instant::now();
     for t in texts {
@@ -72,6 +122,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .collect();
         ms.sort_by(f64::total_cmp);
         println!("load, 20 times: median {:.0} ms, {:.0}–{:.0} ms", ms[10], ms[0], ms[19]);
+        return Ok(());
+    }
+
+    if std::env::args().nth(1).as_deref() == Some("callers") {
+        let arg = |i: usize, default: &str| std::env::args().nth(i).unwrap_or(default.into());
+        let callers: usize = arg(2, "1").parse()?;
+        let kind = arg(3, "query");
+        let seconds: f64 = arg(4, "3").parse()?;
+        let batched: Arc<dyn Embedder> = Arc::new(BatchingEmbedder::new(model.clone()));
+        callers_for(&batched, callers, &kind, seconds);
         return Ok(());
     }
 

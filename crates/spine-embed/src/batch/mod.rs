@@ -11,8 +11,8 @@
 //! caller is never delayed: there is no timer, only the queue that forms while the model is
 //! busy (the "group commit" of databases).
 //!
-//! Two lanes, each with its worker and its own thread pool for the model's parallel work
-//! (Linux nice values; elsewhere the threads keep the default priority):
+//! Two lanes, each with one worker per core and a pool of every core for the model's
+//! parallel work (Linux nice values; elsewhere the threads keep the default priority):
 //! - **short** requests (at most [`SHORT_CHARS`] characters in all: a search query, a brief
 //!   note) at nice [`QUERY_NICE`];
 //! - **long** requests (notes, content updates) at nice [`WORKER_NICE`], in passes of at
@@ -31,6 +31,14 @@
 //! generator beside it, whose calls then waited 3–6 times longer. On an idle machine
 //! priority changes nothing, and a lone request of either kind has the machine's cores for
 //! its pass.
+//!
+//! Many cores: a pass that runs alone (no other pass running, none able to start) spreads
+//! over the lane's pool of every core, for the lowest latency; passes that run side by side
+//! each run on their worker's one thread. A query's pass is a dozen rows per product:
+//! spread over 16 threads it woke all of them for every small step, and 50 callers got 1,500
+//! queries/s at 8.6 CPU-ms each from a 16-core Xeon; one thread per pass gave 2,700/s at
+//! 5.2 CPU-ms, and 32 callers storing notes 361 against 198 notes/s, with a lone caller as
+//! fast as before (`throughput` example, `callers`; docs/performance.md).
 //!
 //! Invariant: each caller gets exactly the vectors the wrapped embedder returns for its
 //! texts (the built-in model's vectors do not depend on what they are batched with, see
@@ -110,6 +118,9 @@ struct State {
     done: HashMap<u64, Outcome>,
     /// The batcher is being dropped: each worker ends once its queue is empty.
     stop: bool,
+    /// Per lane: its workers, and those of them running a pass now.
+    workers: [usize; 2],
+    busy: [usize; 2],
 }
 
 impl State {
@@ -129,6 +140,13 @@ impl State {
             })
             .count();
         queue.drain(..n).collect()
+    }
+
+    /// Whether the one pass running now (just taken) will stay alone: no other pass runs,
+    /// and none can start beside it (nothing queued, or no idle worker in that lane).
+    fn runs_alone(&self) -> bool {
+        let can_start = |l: usize| !self.queues[l].is_empty() && self.busy[l] < self.workers[l];
+        self.busy.iter().sum::<usize>() == 1 && !can_start(0) && !can_start(1)
     }
 }
 
@@ -158,13 +176,13 @@ pub struct BatchingEmbedder<E: Embedder + 'static> {
 }
 
 /// How many passes of one lane may run at once on a machine of `threads` threads: one per
-/// four threads (at most eight), so that on many cores several small passes share the
-/// lane's pool instead of one pass leaving most of it idle; `SPINE_EMBED_PASSES` overrides.
+/// thread (side by side, each runs on one thread; module docs); `SPINE_EMBED_PASSES`
+/// overrides.
 pub fn passes_per_lane(threads: usize) -> usize {
     let set = std::env::var("SPINE_EMBED_PASSES").ok().and_then(|v| v.trim().parse().ok());
     match set {
         Some(n) if n > 0 => n,
-        _ => (threads / 4).clamp(1, 8),
+        _ => threads.max(1),
     }
 }
 
@@ -209,38 +227,44 @@ impl<E: Embedder + 'static> BatchingEmbedder<E> {
     }
 }
 
-/// Starts `lane`'s workers (`passes` of them, else [`passes_per_lane`]'s number) with the
-/// thread pool they share (at the lane's priority). Fails only if no worker could start;
-/// if some could, the lane runs with fewer.
+/// Starts `lane`'s workers (`passes` of them, else [`passes_per_lane`]'s number) and the
+/// machine-wide pool they share for passes that run alone, all at the lane's priority.
+/// Fails only if no worker could start; if some could, the lane runs with fewer.
 fn start<E: Embedder + 'static>(
     shared: &Arc<Shared<E>>,
     lane: Lane,
     passes: Option<usize>,
 ) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
-    // As many threads as the global pool (RAYON_NUM_THREADS, else one per CPU). The
-    // lane's concurrent passes share them: rayon's work stealing gives a lone pass every
-    // thread and splits them between passes running at once, so the lane never runs more
-    // compute threads than the machine has.
-    let pool = Arc::new(
+    // As many threads as the global pool (RAYON_NUM_THREADS, else one per CPU).
+    let wide = Arc::new(
         rayon::ThreadPoolBuilder::new()
-            .thread_name(move |i| format!("{}-{i}", lane.name()))
+            .thread_name(move |i| format!("{}-wide-{i}", lane.name()))
             .start_handler(move |_| set_nice(lane.nice()))
             .build()
             .map_err(std::io::Error::other)?,
     );
-    let passes = passes.unwrap_or_else(|| passes_per_lane(pool.current_num_threads())).max(1);
+    let passes = passes.unwrap_or_else(|| passes_per_lane(wide.current_num_threads())).max(1);
+    shared.lock().workers[lane as usize] = passes;
     let mut workers = Vec::with_capacity(passes);
     for w in 0..passes {
-        let (shared, pool) = (shared.clone(), pool.clone());
-        let name = if w == 0 { lane.name().to_owned() } else { format!("{}-pass{w}", lane.name()) };
+        let (lane_shared, wide) = (shared.clone(), wide.clone());
+        let name = if w == 0 { lane.name().to_owned() } else { format!("{}-{w}", lane.name()) };
         let spawned = std::thread::Builder::new().name(name).spawn(move || {
             set_nice(lane.nice());
-            work(&shared, lane, &pool);
+            // The worker is the one thread of a pool of its own, so that a pass it runs
+            // itself stays on it: the model's parallel steps and rten-gemm see one thread
+            // and run inline, without waking anyone.
+            let own = rayon::ThreadPoolBuilder::new().num_threads(1).use_current_thread().build();
+            if let Err(e) = &own {
+                tracing::warn!(error = %e, lane = lane.name(), "embedding passes share one pool");
+            }
+            work(&lane_shared, lane, &wide, own.is_ok());
         });
         match spawned {
             Ok(worker) => workers.push(worker),
             // Fewer concurrent passes, but the lane works.
             Err(e) if !workers.is_empty() => {
+                shared.lock().workers[lane as usize] = workers.len();
                 tracing::warn!(error = %e, lane = lane.name(), passes = workers.len(), "fewer embedding passes at once");
                 break;
             }
@@ -273,9 +297,12 @@ fn set_nice(nice: i32) {
 }
 
 /// One of a lane's workers: one pass at a time over what its lane has queued, until
-/// stopped; the lane's other workers run theirs meanwhile. The passes run on `pool`, so the
-/// model's parallel work stays on the lane's threads.
-fn work<E: Embedder>(shared: &Shared<E>, lane: Lane, pool: &rayon::ThreadPool) {
+/// stopped; the lane's other workers run theirs meanwhile. A pass that starts while no other
+/// runs and nothing else waits runs on `wide`, every thread of the machine, for the lowest
+/// latency; any other runs on the worker's own thread (`narrow`, else on `wide` too), so
+/// that passes side by side each keep a core busy instead of all of them waking every
+/// thread for each small step (module docs).
+fn work<E: Embedder>(shared: &Shared<E>, lane: Lane, wide: &rayon::ThreadPool, narrow: bool) {
     let mut state = shared.lock();
     loop {
         if state.queues[lane as usize].is_empty() {
@@ -290,9 +317,16 @@ fn work<E: Embedder>(shared: &Shared<E>, lane: Lane, pool: &rayon::ThreadPool) {
             // More than this pass is waiting: an idle worker of the lane takes the next.
             shared.queued[lane as usize].notify_one();
         }
+        state.busy[lane as usize] += 1;
+        let alone = state.runs_alone();
         drop(state);
-        let outcomes = pool.install(|| run(&shared.inner, &jobs));
+        let outcomes = if alone || !narrow {
+            wide.install(|| run(&shared.inner, &jobs))
+        } else {
+            run(&shared.inner, &jobs)
+        };
         state = shared.lock();
+        state.busy[lane as usize] -= 1;
         state.done.extend(jobs.iter().map(|j| j.id).zip(outcomes));
         shared.finished.notify_all();
     }

@@ -15,6 +15,8 @@ struct Fake {
     second_gate: Option<Arc<Barrier>>,
     /// The texts of each pass, in order.
     passes: Mutex<Vec<Vec<String>>>,
+    /// The threads each pass could spread over (rayon's count where it ran), in order.
+    threads: Mutex<Vec<usize>>,
 }
 
 impl Embedder for Fake {
@@ -28,6 +30,7 @@ impl Embedder for Fake {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.largest.fetch_max(texts.len(), Ordering::SeqCst);
         self.passes.lock().unwrap().push(texts.iter().map(|t| t.to_string()).collect());
+        self.threads.lock().unwrap().push(rayon::current_num_threads());
         if let Some(gate) = &self.gate
             && texts.iter().any(|t| t.starts_with("first"))
         {
@@ -177,7 +180,8 @@ fn queries_do_not_wait_for_notes_and_long_passes_are_bounded() {
 
 /// With two passes per lane, a note arriving while another note's pass runs gets a pass
 /// of its own at once, beside the first (on many cores one pass leaves most of them
-/// idle); each caller still gets its own vectors.
+/// idle); each caller still gets its own vectors. The lone pass spreads over every thread,
+/// the one beside it runs on its worker's thread alone.
 #[test]
 fn a_lane_runs_passes_side_by_side() {
     let gate = Arc::new(Barrier::new(2));
@@ -204,6 +208,8 @@ fn a_lane_runs_passes_side_by_side() {
     first.join().unwrap();
     assert_eq!(b.inner().calls.load(Ordering::SeqCst), 2);
     assert_eq!(b.workers.len(), 4, "two workers per lane");
+    let all = rayon::ThreadPoolBuilder::new().build().unwrap().current_num_threads();
+    assert_eq!(*b.inner().threads.lock().unwrap(), [all, 1]);
 }
 
 #[test]
@@ -211,7 +217,7 @@ fn passes_per_lane_grow_with_the_cores() {
     if std::env::var_os("SPINE_EMBED_PASSES").is_some() {
         return; // set by whoever runs the tests: the formula is not in use
     }
-    assert_eq!([1, 2, 4, 7, 8, 16, 32, 64].map(passes_per_lane), [1, 1, 1, 1, 2, 4, 8, 8]);
+    assert_eq!([0, 1, 2, 16, 64].map(passes_per_lane), [1, 1, 2, 16, 64]);
 }
 
 #[test]
