@@ -121,10 +121,7 @@ impl Store for SqliteStore {
         let mut conn = self.read()?;
         // One read transaction: the index is synced to, and re-scored from, one snapshot.
         let tx = conn.transaction()?;
-        let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
-        sync_index(&tx, &mut index)?;
-        let proposals = index.propose(q);
-        drop(index);
+        let proposals = read_synced(&self.index, &tx)?.propose(q);
         let mut stmt = tx.prepare_cached("SELECT model, vec FROM vectors WHERE memory = ?1")?;
         let mut scored = Vec::with_capacity(proposals.len());
         for p in proposals {
@@ -174,9 +171,7 @@ impl Store for SqliteStore {
         // DISTINCT over the owner predicate reads every row (seconds at a million records).
         let mut conn = self.read()?;
         let tx = conn.transaction()?;
-        let mut index = self.index.lock().unwrap_or_else(|p| p.into_inner());
-        sync_index(&tx, &mut index)?;
-        let mut scopes = index.scopes(access, filter);
+        let mut scopes = read_synced(&self.index, &tx)?.scopes(access, filter);
         scopes.truncate(limit);
         Ok(scopes)
     }

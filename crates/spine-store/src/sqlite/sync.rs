@@ -1,18 +1,47 @@
 //! Keeping the in-memory search index as current as the database.
 
+use std::sync::{PoisonError, RwLock, RwLockReadGuard};
+
 use rusqlite::{OptionalExtension, Transaction};
 
 use super::index::Index;
 use super::rows::*;
 use crate::Result;
 
+/// The index, at least as current as the database state `tx` sees, under a read lock:
+/// searches read it side by side, and only one that finds it behind takes the write lock
+/// to bring it up. It may be ahead of `tx` (another search synced to a later snapshot in
+/// between): its proposals are then re-read in `tx` (a record `tx` does not have has no
+/// vector there and drops out), and its filters see the newer state.
+pub(super) fn read_synced<'a>(
+    lock: &'a RwLock<Index>,
+    tx: &Transaction<'_>,
+) -> Result<RwLockReadGuard<'a, Index>> {
+    let last = last_change(tx)?;
+    {
+        let index = lock.read().unwrap_or_else(PoisonError::into_inner);
+        if index.synced.is_some_and(|s| s >= last) {
+            return Ok(index);
+        }
+    }
+    sync_index(tx, &mut lock.write().unwrap_or_else(PoisonError::into_inner))?;
+    Ok(lock.read().unwrap_or_else(PoisonError::into_inner))
+}
+
+/// The newest change `tx` sees. The log's sequence never goes back (AUTOINCREMENT, and its
+/// pruning keeps the newest rows).
+fn last_change(tx: &Transaction<'_>) -> Result<i64> {
+    Ok(tx.query_row("SELECT coalesce(max(seq), 0) FROM changes", [], |r| r.get(0))?)
+}
+
 /// Brings `index` up to the database state `tx` sees: the changed rows since it last
 /// looked, or everything when it never loaded, fell behind the change log, or too much
-/// changed for row-by-row updates to pay.
+/// changed for row-by-row updates to pay. An index already at or past that state is left
+/// as it is (a search with an older snapshot never takes it back).
 pub(super) fn sync_index(tx: &Transaction<'_>, index: &mut Index) -> Result<()> {
-    let last: i64 = tx.query_row("SELECT coalesce(max(seq), 0) FROM changes", [], |r| r.get(0))?;
+    let last = last_change(tx)?;
     if let Some(synced) = index.synced {
-        if synced == last {
+        if synced >= last {
             return Ok(());
         }
         let first: i64 =

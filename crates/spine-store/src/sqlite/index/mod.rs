@@ -22,6 +22,7 @@
 //! exact scan returns except where int8 error reorders records within ~1e-3 of the cut.
 
 use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 
 use rayon::prelude::*;
 use simsimd::SpatialSimilarity;
@@ -133,7 +134,8 @@ pub(crate) struct Index {
     spaces: HashMap<u32, Space>,
     /// `scopes` answers by (access, filter), dropped on every change: cross-spine searches
     /// ask for the same coverage again and again between writes.
-    scopes_cache: HashMap<String, Vec<String>>,
+    /// Behind its own lock: searches read the index side by side.
+    scopes_cache: Mutex<HashMap<String, Vec<String>>>,
 }
 
 impl Index {
@@ -158,7 +160,7 @@ impl Index {
 
     /// Inserts or replaces the record at `row.rowid`.
     pub fn upsert(&mut self, row: Row) {
-        self.scopes_cache.clear();
+        self.scopes_cache.get_mut().unwrap_or_else(PoisonError::into_inner).clear();
         let slot = match self.slot_of.get(&row.rowid) {
             Some(&s) => s as usize,
             None => {
@@ -220,7 +222,7 @@ impl Index {
 
     /// Removes the record at `rowid`, if indexed.
     pub fn remove(&mut self, rowid: i64) {
-        self.scopes_cache.clear();
+        self.scopes_cache.get_mut().unwrap_or_else(PoisonError::into_inner).clear();
         if let Some(slot) = self.slot_of.remove(&rowid) {
             self.live[slot as usize] = false;
             self.model[slot as usize] = NONE;
@@ -345,16 +347,19 @@ impl Index {
 
     /// The distinct scopes of the records `access` may read that match `filter` (any state,
     /// with or without a vector), sorted.
-    pub fn scopes(&mut self, access: &Access, filter: &Filter) -> Vec<String> {
+    pub fn scopes(&self, access: &Access, filter: &Filter) -> Vec<String> {
         let key = format!("{access:?}|{filter:?}");
-        if let Some(hit) = self.scopes_cache.get(&key) {
-            return hit.clone();
+        let hit =
+            self.scopes_cache.lock().unwrap_or_else(PoisonError::into_inner).get(&key).cloned();
+        if let Some(hit) = hit {
+            return hit;
         }
         let out = self.scan_scopes(access, filter);
-        if self.scopes_cache.len() >= 64 {
-            self.scopes_cache.clear();
+        let mut cache = self.scopes_cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if cache.len() >= 64 {
+            cache.clear();
         }
-        self.scopes_cache.insert(key, out.clone());
+        cache.insert(key, out.clone());
         out
     }
 
