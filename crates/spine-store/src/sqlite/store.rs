@@ -119,7 +119,8 @@ impl Store for SqliteStore {
 
     fn nearest(&self, q: &NearestQuery<'_>) -> Result<Vec<Neighbour>> {
         let mut conn = self.read()?;
-        // One read transaction: the index is synced to, and re-scored from, one snapshot.
+        // One read transaction: the index at least as current as its snapshot
+        // (`read_synced`), the proposals re-scored from that snapshot.
         let tx = conn.transaction()?;
         let proposals = read_synced(&self.index, &tx)?.propose(q);
         let mut stmt = tx.prepare_cached("SELECT model, vec FROM vectors WHERE memory = ?1")?;
@@ -133,7 +134,7 @@ impl Store for SqliteStore {
             }
         }
         let mut body = tx.prepare_cached("SELECT body FROM memories WHERE rowid = ?1")?;
-        // Same transaction as the index sync: the row the index proposed is there.
+        // Only records whose vector this snapshot holds were scored: their rows are here.
         neighbours(q, scored, |rowid| decode(&body.query_row([rowid], |r| r.get::<_, String>(0))?))
     }
 

@@ -24,7 +24,7 @@ pub(super) fn read_synced<'a>(
             return Ok(index);
         }
     }
-    sync_index(tx, &mut lock.write().unwrap_or_else(PoisonError::into_inner))?;
+    bring_up(tx, &mut lock.write().unwrap_or_else(PoisonError::into_inner), last)?;
     Ok(lock.read().unwrap_or_else(PoisonError::into_inner))
 }
 
@@ -39,7 +39,11 @@ fn last_change(tx: &Transaction<'_>) -> Result<i64> {
 /// changed for row-by-row updates to pay. An index already at or past that state is left
 /// as it is (a search with an older snapshot never takes it back).
 pub(super) fn sync_index(tx: &Transaction<'_>, index: &mut Index) -> Result<()> {
-    let last = last_change(tx)?;
+    bring_up(tx, index, last_change(tx)?)
+}
+
+/// [`sync_index`], with the newest change `tx` sees already read.
+fn bring_up(tx: &Transaction<'_>, index: &mut Index, last: i64) -> Result<()> {
     if let Some(synced) = index.synced {
         if synced >= last {
             return Ok(());
