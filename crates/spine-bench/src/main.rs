@@ -6,6 +6,7 @@
 //! cargo run --release -p spine-bench -- cross 1000000         # cross_spine over 100 scopes
 //! cargo run --release -p spine-bench -- stages 2000 100000   # where a new query's time goes
 //! cargo run --release -p spine-bench -- ingest 500            # store_memory rate, with embedding
+//! cargo run --release -p spine-bench -- writes 8 10           # 8 writers on the store, no model
 //! cargo run --release -p spine-bench -- eval 2000             # retrieval quality (see eval.rs)
 //! cargo run --release -p spine-bench -- eval prose 2000       # the same on prose (see prose.rs)
 //! cargo run --release -p spine-bench -- load --mode mix       # a running server over MCP HTTP
@@ -25,6 +26,7 @@ mod prose;
 mod scale;
 mod secrets;
 mod stages;
+mod writes;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -163,6 +165,10 @@ fn main() -> Result<()> {
         Some("load") => load::run(&args[1..]),
         Some("locomo") => locomo::run(&args[1..]),
         Some("ingest") => ingest(numbers(1)?.first().copied().unwrap_or(500)),
+        Some("writes") => {
+            let n = numbers(1)?;
+            writes::run(n.first().copied().unwrap_or(8), n.get(1).copied().unwrap_or(10) as u64)
+        }
         Some("eval") => {
             let prose = args.get(1).is_some_and(|a| a == "prose");
             let which = if prose { eval::Which::Prose } else { eval::Which::Code };
@@ -171,7 +177,7 @@ fn main() -> Result<()> {
         }
         _ => {
             bail!(
-                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N | spine-bench ingest N | spine-bench eval [prose] [N] | spine-bench secrets | spine-bench locomo --data PATH [--mode turns|observations] [--conversations 1-5|6-10|all] [--store DIR] [--json] | spine-bench load [--url URL | --binary PATH] [--mode mix|store|search] [--sessions N] [--seconds S] [--seed N] [--json] [-- serve args]"
+                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N | spine-bench ingest N | spine-bench writes [WRITERS] [SECONDS] | spine-bench eval [prose] [N] | spine-bench secrets | spine-bench locomo --data PATH [--mode turns|observations] [--conversations 1-5|6-10|all] [--store DIR] [--json] | spine-bench load [--url URL | --binary PATH] [--mode mix|store|search] [--sessions N] [--seconds S] [--seed N] [--json] [-- serve args]"
             )
         }
     }

@@ -1,17 +1,19 @@
 //! The embedded backend: one SQLite file in the data directory.
 //!
-//! Durability: WAL with `synchronous = FULL`, so a write acknowledged to the caller has been
-//! fsynced to the log and survives the process (or the machine) dying right after. Every
-//! write that touches several tables runs in one transaction, so a crash leaves either the
-//! old or the new state, never a half-written record. One exception: the strong-signal
-//! touch of `get_memory` (`access_count`, `last_accessed_at`) is bookkeeping the caller did
-//! not ask to store, and commits with `synchronous = NORMAL`: it is in the log when the call
-//! returns, so it survives the process dying, and reaches the disk with the next durable
-//! write or checkpoint; a power loss before then can lose the last touches, never a record
-//! or an edit. Waiting for the disk there made every `get_memory` an fsync, taken while
-//! holding the one write connection, so concurrent reads of records queued behind each
-//! other's fsyncs.
+//! Durability: WAL, and a write acknowledged to the caller has been flushed to the log, so
+//! it survives the process (or the machine) dying right after. Writers commit with
+//! `synchronous = NORMAL` while holding the one write connection and wait for the flush
+//! after letting it go ([`durable`], group commit): one `fdatasync` covers every commit
+//! made before it started, so writers arriving together share it and nobody holds the
+//! write connection through a flush. Every write that touches several tables runs in one
+//! transaction, so a crash leaves either the old or the new state, never a half-written
+//! record. One exception: the strong-signal touch of `get_memory` (`access_count`,
+//! `last_accessed_at`) is bookkeeping the caller did not ask to store and does not wait for
+//! the flush: it is in the log when the call returns, so it survives the process dying, and
+//! reaches the disk with the next write's flush or a checkpoint; a power loss before then can
+//! lose the last touches, never a record or an edit.
 
+mod durable;
 pub(crate) mod index;
 mod query;
 mod review;
@@ -34,6 +36,7 @@ use std::sync::{Mutex, MutexGuard, RwLock};
 use rusqlite::Connection;
 
 use crate::{Result, StoreError};
+use durable::GroupSync;
 use index::Index;
 
 /// SQL that stamps the current schema version on a payload edited in place, never lowering
@@ -73,9 +76,10 @@ fn idle_readers() -> usize {
 /// an I/O error into SIGBUS instead of an error.
 const CACHE_KIB: i64 = 8 * 1024;
 
-/// `PRAGMA synchronous` of the write connection: every commit waits for the disk (module
-/// docs, "Durability"); `touch` lowers it for its one statement and sets this again.
-pub(crate) const DURABLE: &str = "FULL";
+/// `PRAGMA synchronous` of the write connection: a commit writes the log without flushing
+/// it; [`SqliteStore::write`] waits for the flush after letting the connection go (module
+/// docs, "Durability").
+const COMMIT_SYNC: &str = "NORMAL";
 
 /// What every connection, the writer's and the readers', is opened with: the wait for a
 /// busy database and the page cache.
@@ -105,6 +109,8 @@ pub struct SqliteStore {
     idle_readers: usize,
     path: PathBuf,
     index: RwLock<Index>,
+    /// Flushes of the log, shared by the writers waiting for one ([`durable`]).
+    wal: GroupSync,
 }
 
 /// A read connection out of [`SqliteStore`]'s pool, returned to it on drop.
@@ -158,12 +164,13 @@ impl SqliteStore {
         let path = data_dir.join(DB_FILE);
         let conn = open_connection(&path)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", DURABLE)?;
+        conn.pragma_update(None, "synchronous", COMMIT_SYNC)?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let store = SqliteStore {
             conn: Mutex::new(conn),
             readers: Mutex::default(),
             idle_readers: idle_readers(),
+            wal: GroupSync::new(&path),
             path,
             index: RwLock::default(),
         };
@@ -198,6 +205,22 @@ impl SqliteStore {
         &self.path
     }
 
+    /// Runs `f` on the write connection, lets it go, and returns once what `f` committed
+    /// (and anything committed on it before) is flushed to disk (module docs,
+    /// "Durability"). Every write a caller is told succeeded goes through here.
+    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        let (out, through) = {
+            let mut conn = self.lock();
+            let out = f(&mut conn);
+            (out, self.wal.written(conn.total_changes()))
+        };
+        self.wal.wait(through).map_err(|e| StoreError::Io(format!("flushing the log: {e}")))?;
+        out
+    }
+
+    /// The write connection, for reads that must see it and for the touch, whose commit
+    /// waits for no flush: whatever is committed here reaches the disk with the next
+    /// [`SqliteStore::write`]'s flush.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock cannot leave SQLite half-written (transactions
         // roll back on drop), so a poisoned lock is safe to reuse.
@@ -220,7 +243,10 @@ impl SqliteStore {
     }
 
     fn migrate(&self) -> Result<()> {
-        let mut conn = self.lock();
+        self.write(|conn| self.migrate_on(conn))
+    }
+
+    fn migrate_on(&self, conn: &mut Connection) -> Result<()> {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let applied: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
         let applied = usize::try_from(applied).unwrap_or(usize::MAX);
@@ -264,32 +290,36 @@ mod tests {
         });
     }
 
-    /// A touch commits without waiting for the disk, and every write after it waits again.
+    /// Every write returns with its commit flushed; a touch waits for no flush, and the next
+    /// write's flush takes it to the disk; a write with nothing new to flush flushes nothing.
     #[test]
-    fn a_touch_leaves_the_write_connection_durable() {
-        use spine_core::Timestamp;
+    fn writes_wait_for_a_flush_and_touches_ride_on_the_next() {
+        use spine_core::{RecordId, Timestamp};
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path()).unwrap();
-        let synchronous = |s: &SqliteStore| -> i64 {
-            s.lock().pragma_query_value(None, "synchronous", |r| r.get(0)).unwrap()
-        };
-        assert_eq!(synchronous(&store), 2, "FULL");
+        let synchronous: i64 =
+            store.lock().pragma_query_value(None, "synchronous", |r| r.get(0)).unwrap();
+        assert_eq!(synchronous, 1, "NORMAL: commits write the log, flushes come after");
+        let (_, _, opened) = store.wal.counts();
         let m = note("a note");
         store
             .insert_batch(&[(m.clone(), crate::Embedding { model: "m", vector: &[1.0, 0.0] })])
             .unwrap();
+        let (written, synced, flushes) = store.wal.counts();
+        assert_eq!((synced, flushes), (written, opened + 1), "the insert was flushed");
         store.touch(&m.id, Timestamp::from_micros(1_800_000_100_000_000)).unwrap();
         store.touch(&m.id, Timestamp::from_micros(1_800_000_200_000_000)).unwrap();
-        assert_eq!(synchronous(&store), 2, "FULL again after the touch");
+        assert_eq!(store.wal.counts(), (written, synced, flushes), "touches wait for nothing");
+        let access = crate::Access::owned(&spine_core::Caller::anonymous());
+        assert!(!store.delete(&access, &RecordId::mint()).unwrap());
+        assert_eq!(store.wal.counts(), (written + 1, written + 1, flushes + 1), "touches flushed");
+        assert!(!store.delete(&access, &RecordId::mint()).unwrap());
+        assert_eq!(store.wal.counts().2, flushes + 1, "nothing new, no flush");
         let body: String = store
             .lock()
             .query_row("SELECT body FROM memories WHERE id = ?1", [m.id.to_string()], |r| r.get(0))
             .unwrap();
-        let got = crate::codec::decode(&body).unwrap();
-        assert_eq!(got.access_count, 2);
-        // A touch of a record that is not there changes nothing and leaves FULL too.
-        store.touch(&spine_core::RecordId::mint(), Timestamp::from_micros(1)).unwrap();
-        assert_eq!(synchronous(&store), 2);
+        assert_eq!(crate::codec::decode(&body).unwrap().access_count, 2);
     }
 
     #[test]

@@ -143,28 +143,29 @@ impl ReviewStore for SqliteStore {
     }
 
     fn apply_consolidation(&self, links: &[ConsolidationLink]) -> Result<Vec<Option<String>>> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let applied = {
-            let mut read = tx.prepare_cached("SELECT body FROM memories WHERE id = ?1")?;
-            consolidation::apply(links, |id| {
-                Ok(read.query_row([id.to_string()], |r| r.get(0)).optional()?)
-            })?
-        };
-        for (target, successor) in &applied.stamps {
-            stamp_successor(&tx, target, successor)?;
-        }
-        {
-            let mut link = tx.prepare_cached(&format!(
-                "UPDATE memories SET body = json_set(body, '$.supersedes', json(?1), {STAMP_VERSION})
-                 WHERE id = ?3"
-            ))?;
-            for (successor, json) in &applied.supersedes {
-                link.execute(params![json, SCHEMA_VERSION, successor.to_string()])?;
+        self.write(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let applied = {
+                let mut read = tx.prepare_cached("SELECT body FROM memories WHERE id = ?1")?;
+                consolidation::apply(links, |id| {
+                    Ok(read.query_row([id.to_string()], |r| r.get(0)).optional()?)
+                })?
+            };
+            for (target, successor) in &applied.stamps {
+                stamp_successor(&tx, target, successor)?;
             }
-        }
-        tx.commit()?;
-        Ok(applied.outcomes)
+            {
+                let mut link = tx.prepare_cached(&format!(
+                    "UPDATE memories SET body = json_set(body, '$.supersedes', json(?1), {STAMP_VERSION})
+                     WHERE id = ?3"
+                ))?;
+                for (successor, json) in &applied.supersedes {
+                    link.execute(params![json, SCHEMA_VERSION, successor.to_string()])?;
+                }
+            }
+            tx.commit()?;
+            Ok(applied.outcomes)
+        })
     }
 
     fn purge_plan(
@@ -187,19 +188,21 @@ impl ReviewStore for SqliteStore {
         c: &PurgeCriteria,
         now: Timestamp,
     ) -> Result<Vec<PurgeOutcome>> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let wanted: HashSet<RecordId> = listed.iter().copied().collect();
-        let selected: Vec<PurgeCandidate> =
-            purge_select(&tx, c, now)?.into_iter().filter(|c| wanted.contains(&c.id)).collect();
-        let ids: Vec<RecordId> = selected.iter().map(|c| c.id).collect();
-        let gate = export_gate(&tx, &ids)?;
-        let out = purge::outcomes(listed, selected, gate, &predecessors_by_successor(&tx)?);
-        for o in out.iter().filter(|o| o.deleted) {
-            tx.prepare_cached("DELETE FROM memories WHERE id = ?1")?.execute([o.id.to_string()])?;
-        }
-        tx.commit()?;
-        Ok(out)
+        self.write(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let wanted: HashSet<RecordId> = listed.iter().copied().collect();
+            let selected: Vec<PurgeCandidate> =
+                purge_select(&tx, c, now)?.into_iter().filter(|c| wanted.contains(&c.id)).collect();
+            let ids: Vec<RecordId> = selected.iter().map(|c| c.id).collect();
+            let gate = export_gate(&tx, &ids)?;
+            let out = purge::outcomes(listed, selected, gate, &predecessors_by_successor(&tx)?);
+            for o in out.iter().filter(|o| o.deleted) {
+                tx.prepare_cached("DELETE FROM memories WHERE id = ?1")?
+                    .execute([o.id.to_string()])?;
+            }
+            tx.commit()?;
+            Ok(out)
+        })
     }
 }
 

@@ -19,23 +19,25 @@ use crate::{
 impl Store for SqliteStore {
     fn insert(&self, m: &Memory, embedding: Embedding<'_>) -> Result<()> {
         let body = encode(m)?;
-        let mut conn = self.lock();
-        let tx = conn.transaction()?;
-        let rowid = write_row(&tx, m, &body)?;
-        write_vector(&tx, rowid, embedding)?;
-        tx.commit()?;
-        Ok(())
+        self.write(|conn| {
+            let tx = conn.transaction()?;
+            let rowid = write_row(&tx, m, &body)?;
+            write_vector(&tx, rowid, embedding)?;
+            tx.commit()?;
+            Ok(())
+        })
     }
 
     fn insert_batch(&self, items: &[(Memory, Embedding<'_>)]) -> Result<()> {
-        let mut conn = self.lock();
-        let tx = conn.transaction()?;
-        for (m, embedding) in items {
-            let rowid = write_row(&tx, m, &encode(m)?)?;
-            write_vector(&tx, rowid, *embedding)?;
-        }
-        tx.commit()?;
-        Ok(())
+        self.write(|conn| {
+            let tx = conn.transaction()?;
+            for (m, embedding) in items {
+                let rowid = write_row(&tx, m, &encode(m)?)?;
+                write_vector(&tx, rowid, *embedding)?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
     }
 
     fn short_id_taken(&self, short: &ShortId) -> Result<bool> {
@@ -62,59 +64,61 @@ impl Store for SqliteStore {
         embedding: Option<Embedding<'_>>,
     ) -> Result<bool> {
         let body = encode(m)?;
-        let mut conn = self.lock();
-        let tx = conn.transaction()?;
-        let owned: Option<i64> = tx
-            .query_row(
-                &format!("SELECT rowid FROM memories WHERE id = ?1 AND {}", owned_by(access, 2)),
-                params![m.id.to_string(), access.owner],
-                |r| r.get(0),
-            )
-            .optional()?;
-        if owned.is_none() {
-            return Ok(false);
-        }
-        let rowid = write_row(&tx, m, &body)?;
-        if let Some(e) = embedding {
-            write_vector(&tx, rowid, e)?;
-        }
-        tx.commit()?;
-        Ok(true)
+        self.write(|conn| {
+            let tx = conn.transaction()?;
+            let owned: Option<i64> = tx
+                .query_row(
+                    &format!(
+                        "SELECT rowid FROM memories WHERE id = ?1 AND {}",
+                        owned_by(access, 2)
+                    ),
+                    params![m.id.to_string(), access.owner],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if owned.is_none() {
+                return Ok(false);
+            }
+            let rowid = write_row(&tx, m, &body)?;
+            if let Some(e) = embedding {
+                write_vector(&tx, rowid, e)?;
+            }
+            tx.commit()?;
+            Ok(true)
+        })
     }
 
-    /// Commits without waiting for the disk (module docs, "Durability"): `synchronous =
-    /// NORMAL` for this one statement, [`super::DURABLE`] again before the write connection is let go.
+    /// Commits without waiting for the flush (module docs, "Durability"): the next write's
+    /// flush takes it to the disk.
     fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()> {
-        let conn = self.lock();
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        let touched = conn.execute(
+        self.lock().execute(
             "UPDATE memories SET body = json_set(body,
                 '$.access_count', coalesce(json_extract(body, '$.access_count'), 0) + 1,
                 '$.last_accessed_at', ?2)
              WHERE id = ?1",
             params![id.to_string(), at.to_rfc3339()],
-        );
-        conn.pragma_update(None, "synchronous", super::DURABLE)?;
-        touched?;
+        )?;
         Ok(())
     }
 
     fn delete(&self, access: &Access, id: &RecordId) -> Result<bool> {
-        let conn = self.lock();
-        let n = conn.execute(
-            &format!("DELETE FROM memories WHERE id = ?1 AND {}", owned_by(access, 2)),
-            params![id.to_string(), access.owner],
-        )?;
-        Ok(n > 0)
+        self.write(|conn| {
+            let n = conn.execute(
+                &format!("DELETE FROM memories WHERE id = ?1 AND {}", owned_by(access, 2)),
+                params![id.to_string(), access.owner],
+            )?;
+            Ok(n > 0)
+        })
     }
 
     fn delete_scope(&self, access: &Access, scope: &Scope) -> Result<u64> {
-        let conn = self.lock();
-        let n = conn.execute(
-            &format!("DELETE FROM memories WHERE scope = ?1 AND {}", owned_by(access, 2)),
-            params![scope.as_str(), access.owner],
-        )?;
-        Ok(n as u64)
+        self.write(|conn| {
+            let n = conn.execute(
+                &format!("DELETE FROM memories WHERE scope = ?1 AND {}", owned_by(access, 2)),
+                params![scope.as_str(), access.owner],
+            )?;
+            Ok(n as u64)
+        })
     }
 
     fn nearest(&self, q: &NearestQuery<'_>) -> Result<Vec<Neighbour>> {
@@ -203,35 +207,43 @@ impl Store for SqliteStore {
         idempotency: Option<&IdempotencyEntry>,
     ) -> Result<std::result::Result<(), SupersedeRejection>> {
         let body = encode(new)?;
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let mut check = tx.prepare_cached(&format!(
-            "SELECT category, superseded_by IS NOT NULL FROM memories WHERE id = ?1 AND {}",
-            owned_by(access, 2)
-        ))?;
-        let rejection = SupersedeRejection::of(targets, |t| {
-            let row = check
-                .query_row(params![t.to_string(), access.owner], |r| Ok((r.get(0)?, r.get(1)?)));
-            Ok(row.optional()?)
-        })?;
-        drop(check);
-        if !rejection.is_empty() {
-            return Ok(Err(rejection));
-        }
-        let rowid = write_row(&tx, new, &body)?;
-        write_vector(&tx, rowid, embedding)?;
-        for t in targets {
-            stamp_successor(&tx, t, &new.id)?;
-        }
-        if let Some(e) = idempotency {
-            tx.execute(
-                "INSERT INTO idempotency (owner, key, fingerprint, id, short_id)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![access.owner, e.key, e.fingerprint, e.id.to_string(), e.short_id.as_str()],
-            )?;
-        }
-        tx.commit()?;
-        Ok(Ok(()))
+        self.write(|conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let mut check = tx.prepare_cached(&format!(
+                "SELECT category, superseded_by IS NOT NULL FROM memories WHERE id = ?1 AND {}",
+                owned_by(access, 2)
+            ))?;
+            let rejection = SupersedeRejection::of(targets, |t| {
+                let row = check.query_row(params![t.to_string(), access.owner], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                });
+                Ok(row.optional()?)
+            })?;
+            drop(check);
+            if !rejection.is_empty() {
+                return Ok(Err(rejection));
+            }
+            let rowid = write_row(&tx, new, &body)?;
+            write_vector(&tx, rowid, embedding)?;
+            for t in targets {
+                stamp_successor(&tx, t, &new.id)?;
+            }
+            if let Some(e) = idempotency {
+                tx.execute(
+                    "INSERT INTO idempotency (owner, key, fingerprint, id, short_id)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![
+                        access.owner,
+                        e.key,
+                        e.fingerprint,
+                        e.id.to_string(),
+                        e.short_id.as_str()
+                    ],
+                )?;
+            }
+            tx.commit()?;
+            Ok(Ok(()))
+        })
     }
 
     fn idempotency(&self, access: &Access, key: &str) -> Result<Option<IdempotencyEntry>> {
@@ -249,40 +261,43 @@ impl Store for SqliteStore {
         ids: &[RecordId],
         at: Option<EpochSeconds>,
     ) -> Result<Vec<bool>> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let mut out = Vec::with_capacity(ids.len());
-        {
-            let mut stmt = match at {
-                Some(_) => tx.prepare_cached(&format!(
-                    "UPDATE memories SET archived_at = ?1,
-                        body = json_set(body, '$.archived_at', ?2, {STAMP_VERSION})
-                     WHERE id = ?4 AND {} AND archived_at IS NULL",
-                    owned_by(access, 5)
-                ))?,
-                None => tx.prepare_cached(&format!(
-                    "UPDATE memories SET archived_at = NULL,
-                        body = json_set(json_remove(body, '$.archived_at'), {STAMP_VERSION})
-                     WHERE id = ?2 AND {} AND archived_at IS NOT NULL",
-                    owned_by(access, 3)
-                ))?,
-            };
-            for id in ids {
-                let n = match at {
-                    Some(t) => stmt.execute(params![
-                        t.as_secs(),
-                        t.to_rfc3339(),
-                        SCHEMA_VERSION,
-                        id.to_string(),
-                        access.owner
-                    ])?,
-                    None => stmt.execute(params![SCHEMA_VERSION, id.to_string(), access.owner])?,
+        self.write(|conn| {
+            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let mut out = Vec::with_capacity(ids.len());
+            {
+                let mut stmt = match at {
+                    Some(_) => tx.prepare_cached(&format!(
+                        "UPDATE memories SET archived_at = ?1,
+                            body = json_set(body, '$.archived_at', ?2, {STAMP_VERSION})
+                         WHERE id = ?4 AND {} AND archived_at IS NULL",
+                        owned_by(access, 5)
+                    ))?,
+                    None => tx.prepare_cached(&format!(
+                        "UPDATE memories SET archived_at = NULL,
+                            body = json_set(json_remove(body, '$.archived_at'), {STAMP_VERSION})
+                         WHERE id = ?2 AND {} AND archived_at IS NOT NULL",
+                        owned_by(access, 3)
+                    ))?,
                 };
-                out.push(n > 0);
+                for id in ids {
+                    let n = match at {
+                        Some(t) => stmt.execute(params![
+                            t.as_secs(),
+                            t.to_rfc3339(),
+                            SCHEMA_VERSION,
+                            id.to_string(),
+                            access.owner
+                        ])?,
+                        None => {
+                            stmt.execute(params![SCHEMA_VERSION, id.to_string(), access.owner])?
+                        }
+                    };
+                    out.push(n > 0);
+                }
             }
-        }
-        tx.commit()?;
-        Ok(out)
+            tx.commit()?;
+            Ok(out)
+        })
     }
 
     fn sharing(
@@ -395,16 +410,19 @@ impl Store for SqliteStore {
     }
 
     fn set_vector(&self, id: &RecordId, embedding: Embedding<'_>) -> Result<bool> {
-        let mut conn = self.lock();
-        let tx = conn.transaction()?;
-        let rowid: Option<i64> = tx
-            .query_row("SELECT rowid FROM memories WHERE id = ?1", [id.to_string()], |r| r.get(0))
-            .optional()?;
-        let Some(rowid) = rowid else {
-            return Ok(false);
-        };
-        write_vector(&tx, rowid, embedding)?;
-        tx.commit()?;
-        Ok(true)
+        self.write(|conn| {
+            let tx = conn.transaction()?;
+            let rowid: Option<i64> = tx
+                .query_row("SELECT rowid FROM memories WHERE id = ?1", [id.to_string()], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            let Some(rowid) = rowid else {
+                return Ok(false);
+            };
+            write_vector(&tx, rowid, embedding)?;
+            tx.commit()?;
+            Ok(true)
+        })
     }
 }

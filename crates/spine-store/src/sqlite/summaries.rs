@@ -96,28 +96,29 @@ impl SummaryStore for SqliteStore {
         let matches =
             format!("m.id = ?4 AND json_extract(m.body, '$.content') = ?5 AND {NO_SUMMARY}");
         let id = id.to_string();
-        let conn = self.lock();
-        let n = match summary.egress_at {
-            None => conn.execute(
-                &format!("UPDATE memories AS m SET body = {summarized} WHERE {matches}"),
-                params![summary.summary, summary.model, SCHEMA_VERSION, id, summarized_content],
-            )?,
-            Some(at) => conn.execute(
-                &format!(
-                    "UPDATE memories AS m SET body = json_set({summarized},
-                        '$.summary_egress_at', ?6) WHERE {matches}"
-                ),
-                params![
-                    summary.summary,
-                    summary.model,
-                    SCHEMA_VERSION,
-                    id,
-                    summarized_content,
-                    at.to_rfc3339()
-                ],
-            )?,
-        };
-        Ok(n > 0)
+        self.write(|conn| {
+            let n = match summary.egress_at {
+                None => conn.execute(
+                    &format!("UPDATE memories AS m SET body = {summarized} WHERE {matches}"),
+                    params![summary.summary, summary.model, SCHEMA_VERSION, id, summarized_content],
+                )?,
+                Some(at) => conn.execute(
+                    &format!(
+                        "UPDATE memories AS m SET body = json_set({summarized},
+                            '$.summary_egress_at', ?6) WHERE {matches}"
+                    ),
+                    params![
+                        summary.summary,
+                        summary.model,
+                        SCHEMA_VERSION,
+                        id,
+                        summarized_content,
+                        at.to_rfc3339()
+                    ],
+                )?,
+            };
+            Ok(n > 0)
+        })
     }
 }
 

@@ -89,38 +89,39 @@ impl TransferStore for SqliteStore {
     }
 
     fn import_batch(&self, records: &[ImportRecord<'_>]) -> Result<Vec<ImportOutcome>> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let mut out = Vec::with_capacity(records.len());
-        for r in records {
-            let id = r.memory.id.to_string();
-            let present = tx
-                .query_row("SELECT 1 FROM memories WHERE id = ?1", [&id], |_| Ok(()))
-                .optional()?
-                .is_some();
-            if present {
-                out.push(ImportOutcome::Present);
-                continue;
+        self.write(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut out = Vec::with_capacity(records.len());
+            for r in records {
+                let id = r.memory.id.to_string();
+                let present = tx
+                    .query_row("SELECT 1 FROM memories WHERE id = ?1", [&id], |_| Ok(()))
+                    .optional()?
+                    .is_some();
+                if present {
+                    out.push(ImportOutcome::Present);
+                    continue;
+                }
+                let holder: Option<String> = tx
+                    .query_row(
+                        "SELECT id FROM memories WHERE short_id = ?1 LIMIT 1",
+                        [r.memory.short_id.as_str()],
+                        |row| row.get(0),
+                    )
+                    .optional()?;
+                if let Some(holder) = holder {
+                    out.push(ImportOutcome::ShortIdTaken(parse_id(&holder)?));
+                    continue;
+                }
+                let rowid = write_row(&tx, &r.memory, r.body)?;
+                if let Some(e) = r.vector {
+                    write_vector(&tx, rowid, e)?;
+                }
+                out.push(ImportOutcome::Imported);
             }
-            let holder: Option<String> = tx
-                .query_row(
-                    "SELECT id FROM memories WHERE short_id = ?1 LIMIT 1",
-                    [r.memory.short_id.as_str()],
-                    |row| row.get(0),
-                )
-                .optional()?;
-            if let Some(holder) = holder {
-                out.push(ImportOutcome::ShortIdTaken(parse_id(&holder)?));
-                continue;
-            }
-            let rowid = write_row(&tx, &r.memory, r.body)?;
-            if let Some(e) = r.vector {
-                write_vector(&tx, rowid, e)?;
-            }
-            out.push(ImportOutcome::Imported);
-        }
-        tx.commit()?;
-        Ok(out)
+            tx.commit()?;
+            Ok(out)
+        })
     }
 
     fn expired_page(
@@ -152,20 +153,21 @@ impl TransferStore for SqliteStore {
     }
 
     fn delete_expired(&self, ids: &[RecordId], cutoff: EpochSeconds) -> Result<Vec<bool>> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let mut out = Vec::with_capacity(ids.len());
-        {
-            let mut stmt = tx.prepare_cached(
-                "DELETE FROM memories
-                 WHERE id = ?1 AND not_after IS NOT NULL AND not_after <= ?2",
-            )?;
-            for id in ids {
-                out.push(stmt.execute(params![id.to_string(), cutoff.as_secs()])? > 0);
+        self.write(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut out = Vec::with_capacity(ids.len());
+            {
+                let mut stmt = tx.prepare_cached(
+                    "DELETE FROM memories
+                     WHERE id = ?1 AND not_after IS NOT NULL AND not_after <= ?2",
+                )?;
+                for id in ids {
+                    out.push(stmt.execute(params![id.to_string(), cutoff.as_secs()])? > 0);
+                }
             }
-        }
-        tx.commit()?;
-        Ok(out)
+            tx.commit()?;
+            Ok(out)
+        })
     }
 
     fn schema_versions(&self) -> Result<Vec<(u32, u64)>> {
@@ -183,43 +185,48 @@ impl TransferStore for SqliteStore {
 
     /// Only the payload changes: no indexed column, so no entry in the change log.
     fn migrate_page(&self, after: i64, limit: usize) -> Result<MigratePage> {
-        let mut conn = self.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let mut page = MigratePage::default();
-        {
-            let mut select = tx.prepare_cached(
-                "SELECT rowid, id, body FROM memories WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
-            )?;
-            let mut update = tx.prepare_cached("UPDATE memories SET body = ?1 WHERE rowid = ?2")?;
-            let rows: Vec<(i64, String, String)> = select
-                .query_map(params![after, limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-                .collect::<Result<_, _>>()?;
-            for (rowid, id, body) in rows {
-                page.last_rowid = Some(rowid);
-                if let Some(migrated) = page.consider(id, &body)? {
-                    update.execute(params![migrated, rowid])?;
+        self.write(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut page = MigratePage::default();
+            {
+                let mut select = tx.prepare_cached(
+                    "SELECT rowid, id, body FROM memories WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
+                )?;
+                let mut update =
+                    tx.prepare_cached("UPDATE memories SET body = ?1 WHERE rowid = ?2")?;
+                let rows: Vec<(i64, String, String)> = select
+                    .query_map(params![after, limit as i64], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    })?
+                    .collect::<Result<_, _>>()?;
+                for (rowid, id, body) in rows {
+                    page.last_rowid = Some(rowid);
+                    if let Some(migrated) = page.consider(id, &body)? {
+                        update.execute(params![migrated, rowid])?;
+                    }
                 }
             }
-        }
-        tx.commit()?;
-        Ok(page)
+            tx.commit()?;
+            Ok(page)
+        })
     }
 
     fn mark_exported(&self, records: &[Memory], file: &str, at: EpochSeconds) -> Result<()> {
-        let mut conn = self.lock();
-        let tx = conn.transaction()?;
-        {
-            let mut stmt = tx.prepare_cached(
-                "INSERT INTO exported (id, digest, exported_at, file) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(id) DO UPDATE SET digest = excluded.digest,
-                    exported_at = excluded.exported_at, file = excluded.file",
-            )?;
-            for m in records {
-                stmt.execute(params![m.id.to_string(), record_digest(m)?, at.as_secs(), file])?;
+        self.write(|conn| {
+            let tx = conn.transaction()?;
+            {
+                let mut stmt = tx.prepare_cached(
+                    "INSERT INTO exported (id, digest, exported_at, file) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT(id) DO UPDATE SET digest = excluded.digest,
+                        exported_at = excluded.exported_at, file = excluded.file",
+                )?;
+                for m in records {
+                    stmt.execute(params![m.id.to_string(), record_digest(m)?, at.as_secs(), file])?;
+                }
             }
-        }
-        tx.commit()?;
-        Ok(())
+            tx.commit()?;
+            Ok(())
+        })
     }
 
     fn exported_unchanged(&self, ids: &[RecordId]) -> Result<Vec<bool>> {
