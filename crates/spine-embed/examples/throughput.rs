@@ -4,6 +4,8 @@
 //! embeds 2,000 queries one at a time (a steady load to profile, e.g. under `perf record`);
 //! with `-- callers N query|note S`, N threads embed new texts through the batcher for S
 //! seconds, as a server's sessions do (texts/s, latency, CPU time per text);
+//! with `-- lengths`, it embeds 200 new texts of each length from 1 to 48 words one at a
+//! time on the global pool (`RAYON_NUM_THREADS` sets its size) and prints p10/p50/p95;
 //! with `-- load`, it loads the model 20 more times and prints the median and the range
 //! (load time varies from run to run with the page cache and the other thread's timing).
 
@@ -105,6 +107,30 @@ fn one_at_a_time(e: &dyn Embedder, texts: &[String]) -> f64 {
     started.elapsed().as_secs_f64() * 1e3 / texts.len() as f64
 }
 
+/// One text at a time, by length in words: where a query's pass time goes as it grows.
+fn lengths(model: &BuiltinEmbedder) {
+    let words: Vec<&str> = "why did the deploy of service three fail on the release day when \
+        the disk of the build runner was full and the cache volume was deleted by hand so that \
+        the next build had to download everything again from the registry mirror which was slow"
+        .split_whitespace()
+        .collect();
+    for n in [1usize, 4, 8, 12, 24, 48] {
+        let text = words.iter().cycle().take(n).copied().collect::<Vec<_>>().join(" ");
+        for i in 0..20 {
+            model.embed(&[&format!("{text} warm {i}")]).expect("embed");
+        }
+        let mut ms: Vec<f64> = (0..200)
+            .map(|i| {
+                let started = Instant::now();
+                model.embed(&[&format!("{text} {i}")]).expect("embed");
+                started.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        ms.sort_by(f64::total_cmp);
+        println!("{n:>3} words: p10 {:.2} p50 {:.2} p95 {:.2} ms", ms[20], ms[100], ms[190]);
+    }
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     spine_embed::configure_threads();
     let started = Instant::now();
@@ -122,6 +148,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .collect();
         ms.sort_by(f64::total_cmp);
         println!("load, 20 times: median {:.0} ms, {:.0}–{:.0} ms", ms[10], ms[0], ms[19]);
+        return Ok(());
+    }
+
+    if std::env::args().nth(1).as_deref() == Some("lengths") {
+        lengths(&model);
         return Ok(());
     }
 
