@@ -107,7 +107,7 @@ enum Weights {
     /// `half`: the same weights as half floats, for inputs of at most
     /// [`kernels::halves::MAX_ROWS`] rows (a query), whose products are bound by reading the
     /// weights rather than by the arithmetic (`kernels/halves.rs`); `None` on CPUs without
-    /// AVX2, FMA and F16C.
+    /// AVX2, FMA and F16C, or where a weight is out of half precision's range.
     F32 { packed: PackedBMatrix<f32>, bias: Vec<f32>, half: Option<kernels::HalfWeights> },
     /// 8-bit integer products through rten-gemm (`u8` activations × `i8` weights → `i32`):
     /// weights quantised per output channel to 7 bits (±63: AVX2's `vpmaddubsw` adds two
@@ -219,7 +219,7 @@ impl Linear {
             Precision::F32 => {
                 let (n, k) = weight.dims2()?;
                 let half = if kernels::HalfWeights::available() {
-                    Some(kernels::with_f32(&weight, |w| kernels::HalfWeights::new(w, n, k))?)
+                    kernels::with_f32(&weight, |w| kernels::HalfWeights::new(w, n, k))?
                 } else {
                     None
                 };

@@ -52,9 +52,15 @@ impl HalfWeights {
         false
     }
 
-    /// From a stored weight matrix: `n` rows (outputs) of `k` inputs, row-major.
-    pub fn new(w: &[f32], n: usize, k: usize) -> Self {
+    /// From a stored weight matrix: `n` rows (outputs) of `k` inputs, row-major; `None` if a
+    /// weight lies outside half precision's range (±65,504; no BERT's does), which would
+    /// round to infinity.
+    pub fn new(w: &[f32], n: usize, k: usize) -> Option<Self> {
         assert_eq!(w.len(), n * k, "a weight matrix of {n} × {k}");
+        let max = f32::from(::half::f16::MAX);
+        if !w.iter().all(|v| v.is_finite() && v.abs() <= max) {
+            return None;
+        }
         let count = n.div_ceil(PANEL);
         let mut panels = vec![0u16; count * k * PANEL];
         for (p, panel) in panels.chunks_mut(k * PANEL).enumerate() {
@@ -67,7 +73,7 @@ impl HalfWeights {
                 }
             }
         }
-        HalfWeights { k, n, panels }
+        Some(HalfWeights { k, n, panels })
     }
 
     /// Outputs per row.
@@ -225,7 +231,7 @@ mod tests {
         let (n, k) = (40, 37);
         let w = numbers(n * k, 1);
         let bias = numbers(n, 2);
-        let half = HalfWeights::new(&w, n, k);
+        let half = HalfWeights::new(&w, n, k).unwrap();
         assert_eq!(half.outputs(), n);
         let rounded: Vec<f32> = w.iter().map(|v| ::half::f16::from_f32(*v).to_f32()).collect();
         for rows in [1, 2, 5, 6, 7, 12, 13, 32] {
@@ -258,9 +264,17 @@ mod tests {
             w[c * k] = c as f32;
         }
         let x: Vec<f32> = (0..2 * k).map(|i| if i % k == 0 { 1.0 } else { 0.5 }).collect();
-        let y = HalfWeights::new(&w, n, k).product(&x, 2, &vec![0.0; n]);
+        let y = HalfWeights::new(&w, n, k).unwrap().product(&x, 2, &vec![0.0; n]);
         let want: Vec<f32> = (0..n).map(|c| c as f32).collect();
         assert_eq!(&y[..n], &want[..]);
         assert_eq!(&y[n..], &want[..]);
+    }
+
+    /// A weight past half precision's range (or not a number) keeps the layer on f32.
+    #[test]
+    fn weights_out_of_half_range_are_refused() {
+        assert!(HalfWeights::new(&[1.0, -65_504.0], 1, 2).is_some());
+        assert!(HalfWeights::new(&[1.0, 70_000.0], 1, 2).is_none());
+        assert!(HalfWeights::new(&[f32::NAN, 0.0], 2, 1).is_none());
     }
 }
