@@ -104,11 +104,7 @@ enum Weights {
     /// with a stride of a whole row per step of the inner dimension: for the few tokens of a
     /// query that walk through 42 MB of weights is memory-bound, and a pass took 16 ms where
     /// the packed weights take 4 (README "Performance").
-    /// `half`: the same weights as half floats, for inputs of at most
-    /// [`kernels::halves::MAX_ROWS`] rows (a query), whose products are bound by reading the
-    /// weights rather than by the arithmetic (`kernels/halves.rs`); `None` on CPUs without
-    /// AVX2, FMA and F16C, or where a weight is out of half precision's range.
-    F32 { packed: PackedBMatrix<f32>, bias: Vec<f32>, half: Option<kernels::HalfWeights> },
+    F32 { packed: PackedBMatrix<f32>, bias: Vec<f32> },
     /// 8-bit integer products through rten-gemm (`u8` activations × `i8` weights → `i32`):
     /// weights quantised per output channel to 7 bits (±63: AVX2's `vpmaddubsw` adds two
     /// products into 16 bits, which 8-bit weights times 8-bit activations could overflow; with
@@ -218,11 +214,6 @@ impl Linear {
         let weights = match precision {
             Precision::F32 => {
                 let (n, k) = weight.dims2()?;
-                let half = if kernels::HalfWeights::available() {
-                    kernels::with_f32(&weight, |w| kernels::HalfWeights::new(w, n, k))?
-                } else {
-                    None
-                };
                 let packed = kernels::with_f32(&weight, |w| -> Result<_> {
                     // The stored `(out, in)` matrix read as `(in, out)`: packing reads it
                     // in whatever order it is laid out.
@@ -230,7 +221,7 @@ impl Linear {
                         .map_err(|e| candle_core::Error::Msg(format!("a weight's shape: {e}")))?;
                     Ok(F32_GEMM.with(|g| g.prepack_b(w_t)))
                 })??;
-                Weights::F32 { packed, bias: bias.to_vec1()?, half }
+                Weights::F32 { packed, bias: bias.to_vec1()? }
             }
             Precision::Int8 if int8_packed() => return Self::int8_packed(weight, bias, range),
             Precision::Int8 => {
@@ -255,11 +246,7 @@ impl Linear {
         let (b, s, k) = x.dims3()?;
         let x = x.reshape((b * s, k))?;
         match &self.weights {
-            Weights::F32 { half: Some(half), bias, .. } if b * s <= kernels::halves::MAX_ROWS => {
-                let y = kernels::with_f32(&x, |x| half.product(x, b * s, bias))?;
-                Tensor::from_vec(y, (b, s, half.outputs()), x.device())
-            }
-            Weights::F32 { packed, bias, .. } => {
+            Weights::F32 { packed, bias } => {
                 let mut y = Vec::with_capacity(b * s * self.out);
                 kernels::with_f32(&x, |x| -> Result<()> {
                     let x = NdTensorView::from_data([b * s, k], x);
