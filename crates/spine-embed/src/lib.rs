@@ -49,6 +49,9 @@ const PADDING_SLACK: f32 = 0.25;
 /// Texts this short (in tokens) share a pass whatever their lengths: padding them costs
 /// less than another pass.
 const SHORT_TOKENS: usize = 24;
+/// Texts this short (in tokens) multiply by the encoder's half-precision weights where it
+/// keeps them (`kernels/halves.rs`), and never share a pass with longer ones.
+const HALF_TOKENS: usize = kernels::halves::MAX_TOKENS;
 /// Most tokens (padding included) in one pass: bounds the memory of the attention scores
 /// (16 texts of 256 tokens: ~50 MB) when many long texts arrive at once.
 const PASS_TOKENS: usize = 16 * MAX_TOKENS;
@@ -207,7 +210,9 @@ fn for_embedding(mut tokenizer: Tokenizer) -> Result<Tokenizer, EmbedError> {
 /// Splits texts of these token lengths into forward passes: indices sorted by length, cut
 /// where a pass would hold more than [`BATCH`] texts or [`PASS_TOKENS`] tokens, or spend
 /// more than [`PADDING_SLACK`] of its tokens on padding (unless every text is at most
-/// [`SHORT_TOKENS`] long).
+/// [`SHORT_TOKENS`] long), and between the texts of at most [`HALF_TOKENS`] and longer ones
+/// (the encoder multiplies a pass of such short texts by its half-precision weights: a
+/// text's vector must not depend on what it is batched with).
 fn plan_passes(lengths: &[usize]) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..lengths.len()).collect();
     order.sort_by_key(|&i| lengths[i]);
@@ -217,7 +222,9 @@ fn plan_passes(lengths: &[usize]) -> Vec<Vec<usize>> {
         let len = lengths[i];
         let fits = passes.last().is_some_and(|p| {
             let padded = len * (p.len() + 1);
+            let longest = p.last().map_or(0, |&j| lengths[j]);
             p.len() < BATCH
+                && (len <= HALF_TOKENS) == (longest <= HALF_TOKENS)
                 && padded <= PASS_TOKENS
                 && (len <= SHORT_TOKENS
                     || padded as f32 <= (real + len) as f32 * (1.0 + PADDING_SLACK))

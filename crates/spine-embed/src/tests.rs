@@ -21,6 +21,19 @@ fn f32_model() -> &'static BuiltinEmbedder {
     })
 }
 
+/// The model at [`Precision::Mixed`], where this CPU can run the half-precision kernel.
+fn mixed_model() -> Option<&'static BuiltinEmbedder> {
+    static MODEL: OnceLock<BuiltinEmbedder> = OnceLock::new();
+    crate::kernels::HalfWeights::supported().then(|| {
+        MODEL.get_or_init(|| {
+            match BuiltinEmbedder::load_with(&default_model_dir(), Precision::Mixed) {
+                Ok(m) => m,
+                Err(e) => panic!("{e}"),
+            }
+        })
+    })
+}
+
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max)
@@ -91,8 +104,11 @@ fn precision_setting_parses() {
     }
     assert_eq!(Precision::parse(Some("f32")).unwrap(), Precision::F32);
     assert_eq!(Precision::parse(Some("int8")).unwrap(), Precision::Int8);
-    // `auto` is f32 on every CPU: int8 is slower under concurrent load (bert.rs).
-    assert_eq!(Precision::detect(), Precision::F32);
+    // `auto` is f32 arithmetic on every CPU, with the short texts' weights in half
+    // precision where the CPU has the AVX2 kernel and no AVX-512; int8 is slower under
+    // concurrent load (bert.rs).
+    let mixed = crate::kernels::HalfWeights::preferred();
+    assert_eq!(Precision::detect(), if mixed { Precision::Mixed } else { Precision::F32 });
     let err = Precision::parse(Some("fp16")).unwrap_err().to_string();
     assert!(err.contains("auto, f32 or int8"), "{err}");
 }
@@ -145,6 +161,54 @@ fn batching_and_padding_do_not_change_vectors() {
     }
 }
 
+/// At [`Precision::Mixed`] (`auto` on AVX2 CPUs) a short text's vector is within a hair of
+/// f32's (its weights rounded to 11 significant bits) but not the same (the halves are
+/// used); a longer text's is f32's exactly.
+#[test]
+fn mixed_vectors_agree_with_f32() {
+    let Some(mixed) = mixed_model() else { return };
+    assert_eq!(mixed.precision(), Precision::Mixed);
+    let long = "the index keeps int8 and one-bit codes of every vector; ".repeat(4);
+    let short = [
+        "why did the deploy fail",
+        "x",
+        "Prefer rustls over openssl: the build must not need system libraries.",
+        "fn parse(s: &str) -> u32 { s.parse().unwrap() }",
+    ];
+    for text in short {
+        let (got, want) = (mixed.embed(&[text]).unwrap(), f32_model().embed(&[text]).unwrap());
+        let c = cosine(&got[0], &want[0]);
+        assert!(c > 0.99999 && got != want, "{text:?}: cosine {c}");
+    }
+    assert_eq!(mixed.embed(&[&long]).unwrap(), f32_model().embed(&[&long]).unwrap());
+}
+
+/// A query's vector is the same alone and beside texts just short enough and just too long
+/// for the half-precision weights, or among many other queries: the one path a text of its
+/// length takes, whatever its batchmates (`kernels/halves.rs`).
+#[test]
+fn a_short_texts_vector_does_not_depend_on_its_batchmates() {
+    let Some(m) = mixed_model() else { return };
+    let tokens = |t: &str| m.tokenizer.encode(t, true).unwrap().get_ids().len();
+    // "the" is one token; [CLS] and [SEP] make two more.
+    let at = vec!["the"; HALF_TOKENS - 2].join(" ");
+    let past = vec!["the"; HALF_TOKENS - 1].join(" ");
+    assert_eq!((tokens(&at), tokens(&past)), (HALF_TOKENS, HALF_TOKENS + 1));
+    let query = "why did deploy 7 of service 3 fail";
+    let others: Vec<String> = (0..40).map(|i| format!("what broke build {i} last week")).collect();
+    let mut many: Vec<&str> = others.iter().map(String::as_str).collect();
+    many.insert(17, query);
+    let batches = [vec![past.as_str(), at.as_str()], vec![at.as_str(), query, past.as_str()], many];
+    for text in [query, at.as_str()] {
+        let alone = m.embed(&[text]).unwrap().remove(0);
+        for batch in batches.iter().filter(|b| b.contains(&text)) {
+            let i = batch.iter().position(|t| *t == text).unwrap();
+            let v = m.embed(batch).unwrap().remove(i);
+            assert_eq!(max_diff(&alone, &v), 0.0, "{text:?} beside {} texts", batch.len() - 1);
+        }
+    }
+}
+
 #[test]
 fn passes_group_similar_lengths_and_cover_every_text_once() {
     assert!(plan_passes(&[]).is_empty());
@@ -155,6 +219,12 @@ fn passes_group_similar_lengths_and_cover_every_text_once() {
     assert_eq!(plan_passes(&[120, 9, 118, 125]), vec![vec![1], vec![2, 0, 3]]);
     // 100 vs 200 tokens: padding would be a third of the pass.
     assert_eq!(plan_passes(&[200, 100]), vec![vec![1], vec![0]]);
+    // Texts short enough for the half-precision weights never share a pass with longer ones,
+    // however little padding that would take.
+    assert_eq!(
+        plan_passes(&[HALF_TOKENS + 1, HALF_TOKENS, HALF_TOKENS + 2, HALF_TOKENS - 1]),
+        vec![vec![3, 1], vec![0, 2]]
+    );
     let lengths: Vec<usize> = (0..200).map(|i| 5 + (i * 37) % 250).collect();
     let passes = plan_passes(&lengths);
     let mut seen: Vec<usize> = passes.iter().flatten().copied().collect();
@@ -166,6 +236,7 @@ fn passes_group_similar_lengths_and_cover_every_text_once() {
         let longest = p.iter().map(|&i| lengths[i]).max().unwrap();
         let real: usize = p.iter().map(|&i| lengths[i]).sum();
         assert!(longest * p.len() <= PASS_TOKENS);
+        assert!(longest <= HALF_TOKENS || p.iter().all(|&i| lengths[i] > HALF_TOKENS));
         assert!(
             longest <= SHORT_TOKENS
                 || (longest * p.len()) as f32 <= real as f32 * (1.0 + PADDING_SLACK)

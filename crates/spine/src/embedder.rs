@@ -117,9 +117,9 @@ pub struct EmbedderArgs {
     /// unset.
     #[arg(long, global = true, env = "SPINE_EMBED_DIMS")]
     pub embed_dims: Option<usize>,
-    /// Precision of the built-in model's matrix products: `auto` (f32, the faster one under
-    /// concurrent load on every CPU measured), `f32` (the published weights as they are) or
-    /// `int8` (README "Performance").
+    /// Precision of the built-in model's matrix products: `auto` (f32 arithmetic, with short
+    /// texts' weights read in half precision on AVX2 CPUs without AVX-512), `f32` (the
+    /// published weights as they are) or `int8` (README "Performance").
     #[arg(long, global = true, env = "SPINE_EMBED_PRECISION", value_enum, default_value = "auto")]
     pub embed_precision: PrecisionArg,
 }
@@ -127,7 +127,9 @@ pub struct EmbedderArgs {
 /// `--embed-precision`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PrecisionArg {
-    /// f32, the faster one under concurrent load on every CPU measured.
+    /// f32 arithmetic (faster than int8 under concurrent load on every CPU measured); on
+    /// AVX2 CPUs without AVX-512, texts of at most 32 tokens read their weights in half
+    /// precision (docs/embeddings.md).
     Auto,
     /// The published weights as they are.
     F32,
@@ -143,8 +145,13 @@ impl PrecisionArg {
                 tracing::info!(
                     precision = ?chosen,
                     vnni = Precision::int8_is_fast(),
-                    "--embed-precision auto: f32 (int8 is slower under concurrent load with \
-                     VNNI and loses recall without; README \"Performance\")"
+                    "--embed-precision auto: f32 arithmetic{} (int8 is slower under concurrent \
+                     load with VNNI and loses recall without; README \"Performance\")",
+                    if chosen == Precision::Mixed {
+                        ", short texts' weights in half precision (AVX2)"
+                    } else {
+                        ""
+                    }
                 );
                 chosen
             }

@@ -39,6 +39,14 @@ pub struct Config {
 pub enum Precision {
     /// The published f32 weights, as the reference implementation computes.
     F32,
+    /// f32 arithmetic throughout; the products of texts of at most
+    /// [`kernels::halves::MAX_TOKENS`] tokens (queries, brief notes) read their weights from a
+    /// second copy in half precision (f16, 11 significant bits), half the bytes to stream
+    /// from memory, which is what such a pass waits on; longer texts as [`Precision::F32`].
+    /// What `auto` is on CPUs with AVX2, FMA and F16C and without AVX-512
+    /// ([`kernels::HalfWeights::preferred`]): a query's pass ~1 ms faster on two cores, the
+    /// evaluation corpora's recall the same (docs/embeddings.md).
+    Mixed,
     /// Weights quantised to 8 bits per value with one scale per 32 (`Q8_0`), activations to
     /// 8 bits per 256 after SmoothQuant-style per-channel smoothing (`Linear::new`),
     /// multiplied by candle's VNNI kernels (`vpdpbusd`): a short query ~2× and a
@@ -69,15 +77,17 @@ impl Precision {
         }
     }
 
-    /// What `auto` means: f32, on every CPU. Measured side by side (README "Performance"),
-    /// int8 was never the faster one where it counts: with VNNI it tied f32 for one client
+    /// What `auto` means: f32 arithmetic, with short texts' weights in half precision where
+    /// the CPU is one the halves were measured faster on ([`Precision::Mixed`]), else
+    /// [`Precision::F32`]. Never int8: measured side by side (README "Performance"), int8
+    /// was never the faster one where it counts: with VNNI it tied f32 for one client
     /// (query p50 6.0 ms both, stores 102 against 96/s on a 16-core Xeon) and fell to a
     /// third to a half of f32 under concurrent load (candle's int8 products all run on
     /// one process-wide thread pool that takes one product at a time, so concurrent passes
     /// queue for it); without VNNI it is faster alone but its 7-bit weights lose a little
     /// recall. `int8` stays available by choice.
     pub fn detect() -> Precision {
-        Precision::F32
+        if kernels::HalfWeights::preferred() { Precision::Mixed } else { Precision::F32 }
     }
 
     /// Whether this CPU has the VNNI instructions candle's int8 kernels need.
@@ -104,7 +114,12 @@ enum Weights {
     /// with a stride of a whole row per step of the inner dimension: for the few tokens of a
     /// query that walk through 42 MB of weights is memory-bound, and a pass took 16 ms where
     /// the packed weights take 4 (README "Performance").
-    F32 { packed: PackedBMatrix<f32>, bias: Vec<f32> },
+    /// `half`: the same weights as half floats, for passes of texts of at most
+    /// [`kernels::halves::MAX_TOKENS`] tokens (queries), whose products are bound by reading
+    /// the weights rather than by the arithmetic (`kernels/halves.rs`), at
+    /// [`Precision::Mixed`] only; `None` at [`Precision::F32`], on CPUs without AVX2, FMA and
+    /// F16C, or where a weight is out of half precision's range.
+    F32 { packed: PackedBMatrix<f32>, bias: Vec<f32>, half: Option<kernels::HalfWeights> },
     /// 8-bit integer products through rten-gemm (`u8` activations × `i8` weights → `i32`):
     /// weights quantised per output channel to 7 bits (±63: AVX2's `vpmaddubsw` adds two
     /// products into 16 bits, which 8-bit weights times 8-bit activations could overflow; with
@@ -212,8 +227,13 @@ impl Linear {
     ) -> Result<Linear> {
         let out = weight.dims2()?.0;
         let weights = match precision {
-            Precision::F32 => {
+            Precision::F32 | Precision::Mixed => {
                 let (n, k) = weight.dims2()?;
+                let half = if precision == Precision::Mixed && kernels::HalfWeights::supported() {
+                    kernels::with_f32(&weight, |w| kernels::HalfWeights::new(w, n, k))?
+                } else {
+                    None
+                };
                 let packed = kernels::with_f32(&weight, |w| -> Result<_> {
                     // The stored `(out, in)` matrix read as `(in, out)`: packing reads it
                     // in whatever order it is laid out.
@@ -221,7 +241,7 @@ impl Linear {
                         .map_err(|e| candle_core::Error::Msg(format!("a weight's shape: {e}")))?;
                     Ok(F32_GEMM.with(|g| g.prepack_b(w_t)))
                 })??;
-                Weights::F32 { packed, bias: bias.to_vec1()? }
+                Weights::F32 { packed, bias: bias.to_vec1()?, half }
             }
             Precision::Int8 if int8_packed() => return Self::int8_packed(weight, bias, range),
             Precision::Int8 => {
@@ -242,11 +262,17 @@ impl Linear {
         Ok(Linear { weights, out })
     }
 
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    /// `x`: (batch, seq, in). `short`: every text of the pass is at most
+    /// [`kernels::halves::MAX_TOKENS`] long, so the halves may multiply it.
+    fn forward(&self, x: &Tensor, short: bool) -> Result<Tensor> {
         let (b, s, k) = x.dims3()?;
         let x = x.reshape((b * s, k))?;
         match &self.weights {
-            Weights::F32 { packed, bias } => {
+            Weights::F32 { half: Some(half), bias, .. } if short => {
+                let y = kernels::with_f32(&x, |x| half.product(x, b * s, bias))?;
+                Tensor::from_vec(y, (b, s, half.outputs()), x.device())
+            }
+            Weights::F32 { packed, bias, .. } => {
                 let mut y = Vec::with_capacity(b * s * self.out);
                 kernels::with_f32(&x, |x| -> Result<()> {
                     let x = NdTensorView::from_data([b * s, k], x);
@@ -432,14 +458,15 @@ impl Layer {
         })
     }
 
-    /// `x`: (batch, seq, hidden); text `i` is its first `lengths[i]` tokens.
-    fn forward(&self, x: &Tensor, lengths: &[usize], pool: Pool) -> Result<Tensor> {
-        let ctx = kernels::attention(&self.qkv.forward(x)?, self.heads, lengths, pool)?;
-        let x1 = self.attn_out.forward(&ctx)?;
+    /// `x`: (batch, seq, hidden); text `i` is its first `lengths[i]` tokens; `short` as
+    /// [`Linear::forward`]'s.
+    fn forward(&self, x: &Tensor, lengths: &[usize], short: bool, pool: Pool) -> Result<Tensor> {
+        let ctx = kernels::attention(&self.qkv.forward(x, short)?, self.heads, lengths, pool)?;
+        let x1 = self.attn_out.forward(&ctx, short)?;
         self.attn_norm.add_forward_(&x1, x, pool)?;
-        let inter = self.inter.forward(&x1)?;
+        let inter = self.inter.forward(&x1, short)?;
         kernels::gelu_erf_(&inter, pool)?;
-        let x2 = self.out.forward(&inter)?;
+        let x2 = self.out.forward(&inter, short)?;
         self.out_norm.add_forward_(&x2, &x1, pool)?;
         Ok(x2)
     }
@@ -569,16 +596,20 @@ impl Bert {
 
     /// `ids`: (batch, seq) u32, text `i` its first `lengths[i]` tokens, padding after.
     /// Returns the last hidden state (batch, seq, hidden); rows past a text's length are
-    /// not meaningful.
+    /// not meaningful. A pass of at most [`kernels::halves::MAX_TOKENS`] columns multiplies
+    /// by the half-precision weights where the layers keep them: the caller keeps texts
+    /// that short apart from longer ones, so that a text's vector does not depend on what
+    /// it is batched with.
     pub fn forward(&self, ids: &Tensor, lengths: &[usize]) -> Result<Tensor> {
         let (_, s) = ids.dims2()?;
+        let short = s <= kernels::halves::MAX_TOKENS;
         let positions = Tensor::arange(0u32, s as u32, ids.device())?.unsqueeze(0)?;
         let x = self.word.forward(ids)?.broadcast_add(&self.position.forward(&positions)?)?;
         let types = self.token_type.forward(&ids.zeros_like()?)?;
         self.norm.add_forward_(&x, &types, self.pool)?;
         let mut x = x;
         for layer in &self.layers {
-            x = layer.forward(&x, lengths, self.pool)?;
+            x = layer.forward(&x, lengths, short, self.pool)?;
         }
         Ok(x)
     }

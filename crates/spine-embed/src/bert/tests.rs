@@ -15,7 +15,7 @@ fn int8_packed_matches_the_f32_product_within_its_quantisation() -> Result<()> {
     let cpu = &Device::Cpu;
     let weight = Tensor::from_vec(w.clone(), (n, k), cpu)?;
     let layer = Linear::int8_packed(weight, Tensor::from_vec(bias.clone(), n, cpu)?, None)?;
-    let y = layer.forward(&Tensor::from_vec(x.clone(), (2, rows / 2, k), cpu)?)?;
+    let y = layer.forward(&Tensor::from_vec(x.clone(), (2, rows / 2, k), cpu)?, false)?;
     assert_eq!(y.dims(), [2, rows / 2, n]);
     let y = y.flatten_all()?.to_vec1::<f32>()?;
     let max = |v: &[f32]| v.iter().fold(0f32, |m, a| m.max(a.abs()));

@@ -21,6 +21,9 @@
 
 use std::ops::Range;
 
+pub(crate) mod halves;
+pub use halves::HalfWeights;
+
 use candle_core::{CpuStorage, InplaceOp1, Layout, Result, Shape, Tensor};
 use multiversion::multiversion;
 use rayon::prelude::*;
