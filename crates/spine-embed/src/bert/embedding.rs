@@ -1,0 +1,56 @@
+//! The word-embedding table of [`super::Bert`], read in place from the weights file.
+
+use candle_core::safetensors::MmapedSafetensors;
+use candle_core::{DType, Result, Tensor};
+
+/// The word-embedding table, read in place from the memory-mapped weights file: a lookup
+/// copies only the rows of the tokens it is given. Copying the whole table (30,522 × 384
+/// values, 47 MB — half the file) into a tensor at load took ~50 ms of a ~90 ms model load
+/// (README "Performance"), for the few hundred rows a text uses.
+pub(super) struct MappedEmbedding {
+    file: MmapedSafetensors,
+    /// The table's name in `file`.
+    name: String,
+    rows: usize,
+    dims: usize,
+}
+
+impl MappedEmbedding {
+    /// The table `name` of `file`, which must be f32 and `(rows, dims)`.
+    pub(super) fn new(
+        file: MmapedSafetensors,
+        name: String,
+        rows: usize,
+        dims: usize,
+    ) -> Result<Self> {
+        let view = file.get(&name)?;
+        if DType::try_from(view.dtype()).ok() != Some(DType::F32) || view.shape() != [rows, dims] {
+            candle_core::bail!(
+                "{name} is {:?} {:?}, expected F32 [{rows}, {dims}]",
+                view.dtype(),
+                view.shape()
+            );
+        }
+        Ok(MappedEmbedding { file, name, rows, dims })
+    }
+
+    /// `ids`: (batch, seq) u32 → (batch, seq, dims): each id's row.
+    pub(super) fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+        let (b, s) = ids.dims2()?;
+        let table = self.file.get(&self.name)?;
+        let table = table.data();
+        let row_bytes = self.dims * 4;
+        let mut out = Vec::with_capacity(b * s * self.dims);
+        for id in ids.flatten_all()?.to_vec1::<u32>()? {
+            let id = id as usize;
+            if id >= self.rows {
+                candle_core::bail!("token id {id} is outside the vocabulary of {}", self.rows);
+            }
+            let row = &table[id * row_bytes..(id + 1) * row_bytes];
+            // The file's bytes are little-endian f32 at any alignment: decoded value by value
+            // (a plain copy on little-endian CPUs).
+            out.extend(row.chunks_exact(4).map(|v| f32::from_le_bytes([v[0], v[1], v[2], v[3]])));
+        }
+        Tensor::from_vec(out, (b, s, self.dims), ids.device())
+    }
+}
