@@ -5,6 +5,8 @@
 //! self-attention over each text's own tokens, residual + LayerNorm, a GELU feed-forward, residual
 //! + LayerNorm. Dropout is absent (inference).
 
+mod embedding;
+
 use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{Module, Result, Tensor};
@@ -568,8 +570,6 @@ impl Bert {
         Ok(x)
     }
 }
-
-mod embedding;
 
 #[cfg(test)]
 mod tests;

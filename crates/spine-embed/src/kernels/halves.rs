@@ -29,8 +29,18 @@ const PANEL: usize = 16;
 /// broadcast fill 15 of AVX2's 16 registers.
 const TILE_ROWS: usize = 6;
 
-/// Panels one task of the pool computes.
-const PANELS_PER_TASK: usize = 8;
+/// Tasks per thread of the pool a product is split into (by panels): two, so that a thread
+/// finishing early takes work from a slower one, without cutting a product into pieces too
+/// small to stream well.
+const TASKS_PER_THREAD: usize = 2;
+
+/// Panels one task of a product of `panels` computes on a pool of `threads`. Fixed tasks of
+/// 8 panels cut the encoder's 384-wide layers (24 panels) into 3 tasks whatever the pool: on
+/// two threads this measured the same (throughput example, `callers 1|8 query`), but a lone
+/// pass on a 16-thread pool left 13 threads without a share of those layers.
+fn panels_per_task(panels: usize, threads: usize) -> usize {
+    panels.div_ceil(threads.max(1) * TASKS_PER_THREAD).max(1)
+}
 
 /// The longest text (in tokens, `[CLS]` and `[SEP]` included) whose products use the
 /// halves ([module docs](self)). Up to here they were faster (EPYC, throughput example
@@ -107,9 +117,10 @@ impl HalfWeights {
         assert_eq!(x.len(), rows * k, "an input of {rows} × {k}");
         assert_eq!(bias.len(), n, "a bias of {n}");
         assert!(Self::supported(), "HalfWeights::product needs AVX2, FMA and F16C");
+        let per_task = panels_per_task(n.div_ceil(PANEL), rayon::current_num_threads());
         let blocks: Vec<Vec<f32>> = self
             .panels
-            .par_chunks(k * PANEL * PANELS_PER_TASK)
+            .par_chunks(k * PANEL * per_task)
             .map(|group| {
                 let mut block = vec![0f32; group.len() / k * rows];
                 for (panel, out) in group.chunks(k * PANEL).zip(block.chunks_mut(rows * PANEL)) {
@@ -126,7 +137,7 @@ impl HalfWeights {
         let mut y = vec![0f32; rows * n];
         for (g, block) in blocks.iter().enumerate() {
             for (p, out) in block.chunks(rows * PANEL).enumerate() {
-                let first = (g * PANELS_PER_TASK + p) * PANEL;
+                let first = (g * per_task + p) * PANEL;
                 let width = PANEL.min(n - first);
                 for r in 0..rows {
                     let dst = &mut y[r * n + first..r * n + first + width];
@@ -262,7 +273,7 @@ mod tests {
         if !HalfWeights::supported() {
             return;
         }
-        let (n, k) = (PANEL * PANELS_PER_TASK * 2 + 5, 53);
+        let (n, k) = (PANEL * 16 * 2 + 5, 53);
         let half = HalfWeights::new(&numbers(n * k, 4), n, k).unwrap();
         let bias = numbers(n, 5);
         let x = numbers(40 * k, 6);
@@ -273,13 +284,24 @@ mod tests {
         }
     }
 
-    /// Sixteen panels make two tasks: the second group's columns land where they belong.
+    /// A product is split into two tasks per thread, however wide it is.
+    #[test]
+    fn products_split_into_two_tasks_a_thread() {
+        assert_eq!(panels_per_task(24, 2), 6);
+        assert_eq!(panels_per_task(96, 2), 24);
+        assert_eq!(panels_per_task(24, 16), 1);
+        assert_eq!(panels_per_task(25, 1), 13);
+        assert_eq!(panels_per_task(1, 0), 1);
+    }
+
+    /// Forty-one panels make several tasks, the last one short: each task's columns land
+    /// where they belong.
     #[test]
     fn panels_split_across_tasks_land_in_their_columns() {
         if !HalfWeights::supported() {
             return;
         }
-        let (n, k) = (PANEL * PANELS_PER_TASK + 3, 8);
+        let (n, k) = (PANEL * 40 + 3, 8);
         // Weight of output c, input i: c when i == 0, else 0 (exact in half precision).
         let mut w = vec![0f32; n * k];
         for c in 0..n {
