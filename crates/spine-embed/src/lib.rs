@@ -222,7 +222,8 @@ fn plan_passes(lengths: &[usize]) -> Vec<Vec<usize>> {
         let len = lengths[i];
         let fits = passes.last().is_some_and(|p| {
             let padded = len * (p.len() + 1);
-            let longest = p.last().map_or(0, |&j| lengths[j]);
+            // Sorted by length, and a pass is never empty: its last text is its longest.
+            let longest = lengths[p[p.len() - 1]];
             p.len() < BATCH
                 && (len <= HALF_TOKENS) == (longest <= HALF_TOKENS)
                 && padded <= PASS_TOKENS
