@@ -177,7 +177,7 @@ fn main() -> Result<()> {
         }
         _ => {
             bail!(
-                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N | spine-bench ingest N | spine-bench writes [WRITERS] [SECONDS] | spine-bench eval [prose] [N] | spine-bench secrets | spine-bench locomo --data PATH [--mode turns|observations] [--conversations 1-5|6-10|all] [--store DIR] [--json] | spine-bench load [--url URL | --binary PATH] [--mode mix|store|search] [--sessions N] [--seconds S] [--seed N] [--json] [-- serve args]"
+                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N | spine-bench ingest N | spine-bench writes [WRITERS] [SECONDS] | spine-bench eval [prose] [N] | spine-bench secrets | spine-bench locomo --data PATH [--mode turns|observations] [--conversations 1-5|6-10|all] [--store DIR] [--json] | spine-bench load [--url URL | --binary PATH] [--mode mix|store|search] [--corpus code|prose] [--sessions N] [--seconds S] [--seed N] [--json] [-- serve args]"
             )
         }
     }

@@ -17,7 +17,9 @@
 //! query-embedding cache cannot answer; the figures are those of fresh agent calls. `mix`
 //! weighs the tools like a working agent (search 30, store 15, get 20, list 20, update 10,
 //! archive 5); `update_memory` sends the record's own content with new tags, so nothing is
-//! embedded, and each record is archived at most once.
+//! embedded, and each record is archived at most once. `--corpus` picks the texts: Rust
+//! code and its docstring sentences (the default), or Debian package descriptions and their
+//! synopses (public prose, as issue 34 and the device kit measure).
 
 use std::collections::BTreeMap;
 use std::fmt::Display;
@@ -76,6 +78,9 @@ struct Args {
     /// Which calls to make.
     #[arg(long, value_enum, default_value_t = Mode::Mix)]
     mode: Mode,
+    /// Which texts to store and search for.
+    #[arg(long, value_enum, default_value_t = Texts::Code)]
+    corpus: Texts,
     /// MCP sessions calling at once, each on its own connection.
     #[arg(long, default_value_t = 8)]
     sessions: usize,
@@ -95,6 +100,19 @@ struct Args {
     /// Extra `spine serve` arguments for --binary (e.g. -- --embed-precision f32).
     #[arg(last = true)]
     serve_args: Vec<String>,
+}
+
+/// The documents and queries of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Texts {
+    /// 460 characters of Rust from crates' sources, with a docstring sentence of one of its
+    /// functions as the query (`spine-bench corpus`; queries of 14 / 20 / 35 tokens at p10 /
+    /// p50 / p95 with their "(case N)").
+    Code,
+    /// Debian package descriptions (200–2,000 bytes of English) with the package's synopsis
+    /// as the query (`spine-bench eval prose`'s corpus; the public yardstick of issue 34 and
+    /// of the device kit's `rawload.py`).
+    Prose,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -267,7 +285,12 @@ pub fn run(args: &[String]) -> Result<()> {
     if !(args.seconds > 0.0 && args.seconds.is_finite()) || args.sessions == 0 {
         bail!("--seconds and --sessions must be positive");
     }
-    let corpus = corpus::documents(DOCUMENTS)?;
+    let corpus = match args.corpus {
+        Texts::Code => corpus::documents(DOCUMENTS)?,
+        Texts::Prose => {
+            crate::prose::pairs(DOCUMENTS)?.0.into_iter().map(|p| (p.code, p.query)).collect()
+        }
+    };
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -440,6 +463,16 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_corpus_is_code_unless_prose_is_asked_for() {
+        let parse = |extra: &[&str]| {
+            Args::parse_from(["spine-bench load"].iter().chain(extra).copied()).corpus
+        };
+        assert_eq!(parse(&[]), Texts::Code);
+        assert_eq!(parse(&["--corpus", "prose"]), Texts::Prose);
+        assert!(Args::try_parse_from(["spine-bench load", "--corpus", "poetry"]).is_err());
+    }
 
     #[test]
     fn tools_table_is_in_enum_order() {
