@@ -8,12 +8,13 @@
 //! [`Cond::sql`] and its comparison in the index's `compile`/`passes`.
 //!
 //! Each engine's `Where` is a [`Clause`] of its parameter type that spells the
-//! [`Dialect`]; reading through an access, a filter and a gate, excluding a record and
-//! paging by (created_at, id) are written once here.
+//! [`Dialect`]; reading through an access, a filter and a gate, excluding a record,
+//! paging by (created_at, id) and the records `spine summarize-missing` picks are written
+//! once here.
 
 use spine_core::{Category, DiscoveryKind, RecordId, Timestamp};
 
-use crate::{Access, Filter, Gate, Order, Page, ScopeFilter, Selection, Shared};
+use crate::{Access, Filter, Gate, MissingSummaries, Order, Page, ScopeFilter, Selection, Shared};
 
 /// A value bound to a placeholder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +33,8 @@ pub(crate) trait Dialect {
     fn has_tags(&mut self, tags: &[String]) -> String;
     /// The expression of a record's discovery kind.
     fn kind(&self) -> &'static str;
+    /// The text of the record body's top-level `field`, NULL where it has none.
+    fn body_text(&self, field: &str) -> String;
     /// The record has something of `shared`: one of its tags, or one of its citations
     /// (same kind and ref); `shared` is never empty.
     fn shares(&mut self, shared: Shared<'_>) -> String;
@@ -49,6 +52,17 @@ impl<P> Default for Clause<P> {
     fn default() -> Self {
         Clause { sql: String::from("1 = 1"), params: Vec::new() }
     }
+}
+
+/// SQL: the record has no summary, and none written by a client (SPEC: an automatic summary
+/// never touches one) — what `spine summarize-missing` may fill, checked again by the
+/// `UPDATE` that writes it.
+pub(crate) fn no_summary(d: &impl Dialect) -> String {
+    format!(
+        "coalesce({}, '') = '' AND coalesce({}, '') <> 'client'",
+        d.body_text("summary"),
+        d.body_text("summary_source")
+    )
 }
 
 impl<P> Clause<P>
@@ -105,6 +119,21 @@ where
         let p = w.bind(Bound::Text(exclude.to_string()));
         w.push(&format!("m.id <> {p}"));
         let sql = w.shares(shared);
+        w.push(&sql);
+        w
+    }
+
+    /// The records `which` picks for `spine summarize-missing`: in its scope, if any,
+    /// created at or before its time, and [`no_summary`]. Every owner's: an operator view.
+    pub(crate) fn missing_summaries(which: &MissingSummaries) -> Self {
+        let mut w = Self::default();
+        if let Some(scope) = &which.scope {
+            let p = w.bind(Bound::Text(scope.as_str().to_owned()));
+            w.push(&format!("m.scope = {p}"));
+        }
+        let p = w.bind(Bound::Int(which.created_at_or_before.as_micros()));
+        w.push(&format!("m.created_at <= {p}"));
+        let sql = no_summary(&w);
         w.push(&sql);
         w
     }
@@ -340,6 +369,9 @@ mod tests {
         fn kind(&self) -> &'static str {
             "m.kind"
         }
+        fn body_text(&self, field: &str) -> String {
+            format!("m.body.{field}")
+        }
         fn shares(&mut self, shared: Shared<'_>) -> String {
             match shared {
                 Shared::Tags(tags) => format!("tags ∩ [{}]", tags.join(",")),
@@ -404,5 +436,23 @@ mod tests {
             "(m.archived_at IS NOT NULL) OR (m.not_after IS NOT NULL AND m.not_after <= :1)"
         );
         assert_eq!(d.params, [Bound::Int(7)]);
+    }
+
+    #[test]
+    fn summarize_missing_picks_unsummarised_records_of_its_scope_and_time() {
+        let scope = spine_core::Scope::parse("scope", "acme:project:api").unwrap();
+        let which = MissingSummaries {
+            scope: Some(scope),
+            created_at_or_before: Timestamp::from_micros(9),
+        };
+        let w = Plain::missing_summaries(&which);
+        assert_eq!(
+            w.sql,
+            "1 = 1 AND (m.scope = :1) AND (m.created_at <= :2) AND \
+             (coalesce(m.body.summary, '') = '' AND coalesce(m.body.summary_source, '') <> 'client')"
+        );
+        assert_eq!(w.params, [Bound::Text("acme:project:api".into()), Bound::Int(9)]);
+        let every = MissingSummaries { scope: None, ..which };
+        assert!(Plain::missing_summaries(&every).sql.starts_with("1 = 1 AND (m.created_at <= :1)"));
     }
 }

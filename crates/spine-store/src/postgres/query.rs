@@ -62,6 +62,10 @@ impl Dialect for Where {
         "m.kind"
     }
 
+    fn body_text(&self, field: &str) -> String {
+        format!("m.body->>'{field}'")
+    }
+
     fn shares(&mut self, shared: Shared<'_>) -> String {
         match shared {
             Shared::Tags(tags) => format!("m.tags && {}::text[]", Where::bind(self, tags.to_vec())),

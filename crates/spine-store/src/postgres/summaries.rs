@@ -9,27 +9,12 @@ use super::query::Where;
 use super::rows::stamp;
 use crate::Order;
 use crate::fields::Fields;
+use crate::predicate::no_summary;
 use crate::{AutoSummary, MissingSummaries, Result, SummaryCandidate, SummaryStore};
-
-/// SQL: the record has no summary, and none written by a client (SPEC: never touched).
-const NO_SUMMARY: &str = "coalesce(m.body->>'summary', '') = '' \
-     AND coalesce(m.body->>'summary_source', '') <> 'client'";
-
-fn missing(which: &MissingSummaries) -> Where {
-    let mut w = Where::default();
-    if let Some(scope) = &which.scope {
-        let p = w.bind(scope.as_str().to_owned());
-        w.push(&format!("m.scope = {p}"));
-    }
-    let p = w.bind(which.created_at_or_before.as_micros());
-    w.push(&format!("m.created_at <= {p}"));
-    w.push(NO_SUMMARY);
-    w
-}
 
 impl SummaryStore for PgStore {
     fn count_missing_summaries(&self, which: &MissingSummaries) -> Result<u64> {
-        let w = missing(which);
+        let w = Where::missing_summaries(which);
         let sql = format!("SELECT count(*) FROM memories m WHERE {}", w.sql);
         Ok(self.query_one(&sql, &w.refs())?.int(0)? as u64)
     }
@@ -40,7 +25,7 @@ impl SummaryStore for PgStore {
         after: Option<(Timestamp, RecordId)>,
         limit: usize,
     ) -> Result<Vec<SummaryCandidate>> {
-        let mut w = missing(which);
+        let mut w = Where::missing_summaries(which);
         if let Some((created_at, id)) = after {
             w.past(Order::Oldest, created_at, &id);
         }
@@ -70,8 +55,9 @@ impl SummaryStore for PgStore {
             body = format!("{body} || jsonb_build_object('summary_egress_at', $5::text)");
         }
         let sql = format!(
-            "UPDATE memories m SET body = {} WHERE m.id = $3 AND m.body->>'content' = $4 AND {NO_SUMMARY}",
-            stamp(&format!("({body})"))
+            "UPDATE memories m SET body = {} WHERE m.id = $3 AND m.body->>'content' = $4 AND {}",
+            stamp(&format!("({body})")),
+            no_summary(&Where::default())
         );
         let id = id.to_string();
         let egress = summary.egress_at.map(|t| t.to_rfc3339());

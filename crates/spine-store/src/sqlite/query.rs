@@ -47,6 +47,10 @@ impl Dialect for Where {
         "json_extract(m.body, '$.kind')"
     }
 
+    fn body_text(&self, field: &str) -> String {
+        format!("json_extract(m.body, '$.{field}')")
+    }
+
     fn shares(&mut self, shared: Shared<'_>) -> String {
         match shared {
             Shared::Tags(tags) => {

@@ -18,29 +18,14 @@ use spine_core::{RecordId, SCHEMA_VERSION, Timestamp};
 
 use super::{STAMP_VERSION, SqliteStore, Where};
 use crate::Order;
+use crate::predicate::no_summary;
 use crate::{AutoSummary, MissingSummaries, Result, SummaryCandidate, SummaryStore};
-
-/// SQL: the record has no summary, and none written by a client (SPEC: never touched).
-const NO_SUMMARY: &str = "coalesce(json_extract(m.body, '$.summary'), '') = '' \
-     AND coalesce(json_extract(m.body, '$.summary_source'), '') <> 'client'";
-
-impl MissingSummaries {
-    fn to_where(&self) -> Where {
-        let mut w = Where::default();
-        if let Some(scope) = &self.scope {
-            w.and("m.scope = ?", [Value::Text(scope.as_str().to_owned())]);
-        }
-        w.and("m.created_at <= ?", [Value::Integer(self.created_at_or_before.as_micros())]);
-        w.and(NO_SUMMARY, []);
-        w
-    }
-}
 
 impl SummaryStore for SqliteStore {
     /// How many records of every owner match `which` (the dry run's answer and the
     /// progress total).
     fn count_missing_summaries(&self, which: &MissingSummaries) -> Result<u64> {
-        let w = which.to_where();
+        let w = Where::missing_summaries(which);
         let conn = self.lock();
         let n: i64 = conn.query_row(
             &format!("SELECT COUNT(*) FROM memories m WHERE {}", w.sql),
@@ -59,7 +44,7 @@ impl SummaryStore for SqliteStore {
         after: Option<(Timestamp, RecordId)>,
         limit: usize,
     ) -> Result<Vec<SummaryCandidate>> {
-        let mut w = which.to_where();
+        let mut w = Where::missing_summaries(which);
         if let Some((created_at, id)) = after {
             w.past(Order::Oldest, created_at, &id);
         }
@@ -93,8 +78,10 @@ impl SummaryStore for SqliteStore {
         );
         // SQLite numbers a bare `?` one above the highest number before it: STAMP_VERSION's
         // is ?3, so the record's parameters follow from ?4.
-        let matches =
-            format!("m.id = ?4 AND json_extract(m.body, '$.content') = ?5 AND {NO_SUMMARY}");
+        let matches = format!(
+            "m.id = ?4 AND json_extract(m.body, '$.content') = ?5 AND {}",
+            no_summary(&Where::default())
+        );
         let id = id.to_string();
         self.write(|conn| {
             let n = match summary.egress_at {
