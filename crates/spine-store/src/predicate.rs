@@ -138,6 +138,38 @@ where
         w
     }
 
+    /// `ReviewStore::state_counts`' query over this clause (empty: every scope): per scope,
+    /// its records and how many are in each state at `now`, counted with the recall gate's
+    /// own conditions ([`StateAt`]), so the counts cannot disagree with what a read sees.
+    /// Columns as `StateCounts::read` reads them; the values are bound in the order their
+    /// placeholders appear.
+    pub(crate) fn state_counts(scope: Option<&str>, now: Timestamp) -> (Self, String) {
+        let mut w = Self::default();
+        let t = now.to_epoch_seconds().as_secs();
+        let states = [
+            StateAt::Active(t),
+            StateAt::Archived,
+            StateAt::Superseded,
+            StateAt::Expired(t),
+            StateAt::Scheduled(t),
+        ];
+        let counts: Vec<String> = states
+            .into_iter()
+            .map(|s| format!("SUM(CASE WHEN ({}) THEN 1 ELSE 0 END)", s.sql(&mut w)))
+            .collect();
+        if let Some(scope) = scope {
+            let p = w.bind(Bound::Text(scope.to_owned()));
+            w.push(&format!("m.scope = {p}"));
+        }
+        let sql = format!(
+            "SELECT m.scope, COUNT(*), {} FROM memories m WHERE {} \
+             GROUP BY m.scope ORDER BY m.scope",
+            counts.join(", "),
+            w.sql
+        );
+        (w, sql)
+    }
+
     /// SPEC Authentication 4: own + shared when authenticated, own (ownerless) when
     /// anonymous; a NULL owner (legacy record, no owner key) never matches.
     pub(crate) fn access(&mut self, a: &Access) {
@@ -454,5 +486,25 @@ mod tests {
         assert_eq!(w.params, [Bound::Text("acme:project:api".into()), Bound::Int(9)]);
         let every = MissingSummaries { scope: None, ..which };
         assert!(Plain::missing_summaries(&every).sql.starts_with("1 = 1 AND (m.created_at <= :1)"));
+    }
+
+    #[test]
+    fn state_counts_use_the_gates_conditions_bound_in_order() {
+        let (w, sql) =
+            Plain::state_counts(Some("acme:project:api"), Timestamp::from_micros(7_000_000));
+        assert!(
+            sql.starts_with(
+                "SELECT m.scope, COUNT(*), SUM(CASE WHEN (m.archived_at IS NULL AND \
+                 m.superseded_by IS NULL AND (m.not_after IS NULL OR m.not_after > :1)"
+            ),
+            "{sql}"
+        );
+        assert!(sql.ends_with("WHERE 1 = 1 AND (m.scope = :6) GROUP BY m.scope ORDER BY m.scope"));
+        let mut want = vec![Bound::Int(7); 5];
+        want.push(Bound::Text("acme:project:api".into()));
+        assert_eq!(w.params, want);
+        let (w, sql) = Plain::state_counts(None, Timestamp::from_micros(7_000_000));
+        assert!(sql.contains("WHERE 1 = 1 GROUP BY"), "{sql}");
+        assert_eq!(w.params.len(), 5);
     }
 }

@@ -83,27 +83,11 @@ fn scope_param(scope: Option<&Scope>) -> Option<String> {
 
 impl ReviewStore for PgStore {
     fn state_counts(&self, scope: Option<&Scope>, now: Timestamp) -> Result<Vec<StateCounts>> {
-        // Mirrors `StateMarkers::derive`: half-open window, expired suppressing scheduled.
-        let not_expired = "(m.not_after IS NULL OR m.not_after > $1)";
-        let scheduled =
-            format!("({not_expired} AND m.not_before IS NOT NULL AND m.not_before > $1)");
-        let sql = format!(
-            "SELECT m.scope, count(*),
-                count(*) FILTER (WHERE m.archived_at IS NULL AND m.superseded_by IS NULL
-                    AND {not_expired} AND NOT {scheduled}),
-                count(*) FILTER (WHERE m.archived_at IS NOT NULL),
-                count(*) FILTER (WHERE m.superseded_by IS NOT NULL),
-                count(*) FILTER (WHERE NOT {not_expired}),
-                count(*) FILTER (WHERE {scheduled})
-             FROM memories m WHERE $2::text IS NULL OR m.scope = $2
-             GROUP BY m.scope ORDER BY m.scope"
-        );
-        let now = now.to_epoch_seconds().as_secs();
-        let rows = self.query(&sql, &[&now, &scope_param(scope)])?;
+        let (w, sql) = Where::state_counts(scope.map(Scope::as_str), now);
+        let rows = self.query(&sql, &w.refs())?;
         rows.iter().map(StateCounts::read).collect()
     }
 
-    /// The length is the vector's own, not the `dims` column.
     fn vector_stamps(&self, scope: Option<&Scope>) -> Result<Vec<VectorStamp>> {
         let rows = self.query(
             "SELECT coalesce(m.model, '') COLLATE \"C\", vector_dims(m.vec), count(*)

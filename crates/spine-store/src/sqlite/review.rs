@@ -61,29 +61,10 @@ fn purge_select(
 
 impl ReviewStore for SqliteStore {
     fn state_counts(&self, scope: Option<&Scope>, now: Timestamp) -> Result<Vec<StateCounts>> {
-        // Mirrors `StateMarkers::derive`: half-open window, expired suppressing scheduled.
-        let not_expired = "(m.not_after IS NULL OR m.not_after > :now)";
-        let scheduled =
-            format!("({not_expired} AND m.not_before IS NOT NULL AND m.not_before > :now)");
-        let sql = format!(
-            "SELECT m.scope, COUNT(*),
-                SUM(m.archived_at IS NULL AND m.superseded_by IS NULL AND {not_expired}
-                    AND NOT {scheduled}),
-                SUM(m.archived_at IS NOT NULL),
-                SUM(m.superseded_by IS NOT NULL),
-                SUM(NOT {not_expired}),
-                SUM({scheduled})
-             FROM memories m WHERE :scope IS NULL OR m.scope = :scope
-             GROUP BY m.scope ORDER BY m.scope"
-        );
+        let (w, sql) = Where::state_counts(scope.map(Scope::as_str), now);
         let conn = self.lock();
-        let mut stmt = conn.prepare(&sql)?;
-        let now_s = now.to_epoch_seconds().as_secs();
-        stmt.query_and_then(
-            rusqlite::named_params! {":now": now_s, ":scope": scope.map(Scope::as_str)},
-            |r| StateCounts::read(r),
-        )?
-        .collect()
+        let mut stmt = conn.prepare_cached(&sql)?;
+        stmt.query_and_then(params_from_iter(w.params), |r| StateCounts::read(r))?.collect()
     }
 
     fn vector_stamps(&self, scope: Option<&Scope>) -> Result<Vec<VectorStamp>> {
