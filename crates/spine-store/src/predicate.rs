@@ -54,6 +54,15 @@ impl<P> Default for Clause<P> {
     }
 }
 
+/// SQL: the records `spine-review consolidate` considers: readable by someone (an owner
+/// key), recall-visible whatever the time (no state marker and no validity window: a
+/// scheduled memory is deliberate), and not rules (SPEC: rules are immutable, never
+/// superseded nor superseding). Each engine adds that the record has a vector where the
+/// row itself may lack one.
+pub(crate) const CONSOLIDATION_ELIGIBLE: &str = "m.owner IS NOT NULL AND m.archived_at IS NULL \
+     AND m.superseded_by IS NULL AND m.not_before IS NULL AND m.not_after IS NULL \
+     AND m.category <> 'rule'";
+
 /// SQL: the record has no summary, and none written by a client (SPEC: an automatic summary
 /// never touches one) — what `spine summarize-missing` may fill, checked again by the
 /// `UPDATE` that writes it.

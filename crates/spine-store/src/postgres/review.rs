@@ -23,19 +23,16 @@ use super::transfer::export_gate;
 use super::verify::verify_rows;
 use crate::fields::Fields;
 use crate::operator::{consolidation, dedup, purge};
+use crate::predicate::CONSOLIDATION_ELIGIBLE;
 use crate::{
     ConsolidationCandidate, ConsolidationGroup, ConsolidationLink, PurgeCandidate, PurgeCriteria,
     PurgeOutcome, Result, ReviewStore, RowidPage, StateCounts, StoreError, TransferStore,
     VectorExpectation, VectorStamp, VerifyPage, Violation,
 };
 
-/// Which records consolidate considers (as on SQLite): readable by someone (an owner key),
-/// recall-visible whatever the time (no state marker and no validity window: a scheduled
-/// memory is deliberate), not rules (SPEC: rules are immutable), and with a vector (which
-/// always carries its embedder's stamp; one without cannot be grouped).
-const CONSOLIDATION_ELIGIBLE: &str = "m.owner IS NOT NULL AND m.archived_at IS NULL
-    AND m.superseded_by IS NULL AND m.not_before IS NULL AND m.not_after IS NULL
-    AND m.category <> 'rule' AND m.vec IS NOT NULL AND m.model IS NOT NULL";
+/// [`CONSOLIDATION_ELIGIBLE`], with a vector (which always carries its embedder's stamp;
+/// one without cannot be grouped).
+const ELIGIBLE_WITH_VECTOR: &str = "m.vec IS NOT NULL AND m.model IS NOT NULL";
 
 /// Successor → the records whose `superseded_by` names it, for the successors `of` (every
 /// owner, every scope): all the chain rule asks about.
@@ -128,7 +125,8 @@ impl ReviewStore for PgStore {
         let sql = format!(
             "SELECT m.scope, m.owner, m.visibility COLLATE \"C\", m.model COLLATE \"C\", count(*)
              FROM memories m
-             WHERE {CONSOLIDATION_ELIGIBLE} AND ($1::text IS NULL OR m.scope = $1)
+             WHERE {CONSOLIDATION_ELIGIBLE} AND {ELIGIBLE_WITH_VECTOR}
+                AND ($1::text IS NULL OR m.scope = $1)
              GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
         );
         self.query(&sql, &[&scope_param(scope)])?.iter().map(ConsolidationGroup::read).collect()
@@ -140,8 +138,8 @@ impl ReviewStore for PgStore {
     ) -> Result<Vec<ConsolidationCandidate>> {
         let sql = format!(
             "SELECT m.body::text, m.vec FROM memories m
-             WHERE {CONSOLIDATION_ELIGIBLE} AND m.scope = $1 AND m.owner = $2
-                AND m.visibility = $3 AND m.model = $4
+             WHERE {CONSOLIDATION_ELIGIBLE} AND {ELIGIBLE_WITH_VECTOR}
+                AND m.scope = $1 AND m.owner = $2 AND m.visibility = $3 AND m.model = $4
              ORDER BY m.created_at, m.id"
         );
         let rows = self.query(&sql, &[&g.scope, &g.owner, &g.visibility, &g.model])?;

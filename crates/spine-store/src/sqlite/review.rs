@@ -20,18 +20,12 @@ use super::transfer::export_gate;
 use super::verify::verify_rows;
 use super::{STAMP_VERSION, SqliteStore, Where};
 use crate::operator::{consolidation, purge};
+use crate::predicate::CONSOLIDATION_ELIGIBLE;
 use crate::{
     ConsolidationCandidate, ConsolidationGroup, ConsolidationLink, PurgeCandidate, PurgeCriteria,
     PurgeOutcome, Result, ReviewStore, RowidPage, StateCounts, TransferStore, VectorExpectation,
     VectorStamp, VerifyPage, Violation,
 };
-
-/// Which records consolidate considers: readable by someone (an owner key), recall-visible
-/// whatever the time (no state marker and no validity window: a scheduled memory is
-/// deliberate), and not rules (SPEC: rules are immutable, never superseded nor superseding).
-const CONSOLIDATION_ELIGIBLE: &str = "m.owner IS NOT NULL AND m.archived_at IS NULL
-    AND m.superseded_by IS NULL AND m.not_before IS NULL AND m.not_after IS NULL
-    AND m.category <> 'rule'";
 
 /// Successor → the records whose `superseded_by` names it (every owner, every scope).
 fn predecessors_by_successor(conn: &Connection) -> Result<HashMap<RecordId, Vec<RecordId>>> {
