@@ -12,7 +12,7 @@
 //! paging by (created_at, id) and the records `spine summarize-missing` picks are written
 //! once here.
 
-use spine_core::{Category, DiscoveryKind, RecordId, Timestamp};
+use spine_core::{Category, DiscoveryKind, EpochSeconds, RecordId, Timestamp};
 
 use crate::{Access, Filter, Gate, MissingSummaries, Order, Page, ScopeFilter, Selection, Shared};
 
@@ -144,6 +144,14 @@ where
         w.push(&format!("m.created_at <= {p}"));
         let sql = no_summary(&w);
         w.push(&sql);
+        w
+    }
+
+    /// The records expired at `cutoff` (the recall gate's [`StateAt::Expired`]): what
+    /// `spine prune-expired` counts and deletes.
+    pub(crate) fn expired(cutoff: EpochSeconds) -> Self {
+        let mut w = Self::default();
+        w.conditions([Cond::State(StateAt::Expired(cutoff.as_secs()))]);
         w
     }
 

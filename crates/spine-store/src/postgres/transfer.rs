@@ -13,6 +13,7 @@ use deadpool_postgres::GenericClient;
 use spine_core::{EpochSeconds, Memory, RecordId, Scope};
 
 use super::PgStore;
+use super::query::Where;
 use super::rows::write_body;
 use crate::codec::parse_id;
 use crate::fields::Fields;
@@ -142,33 +143,34 @@ impl TransferStore for PgStore {
         after: i64,
         limit: usize,
     ) -> Result<Vec<ExpiredRecord>> {
-        let rows = self.query(
-            "SELECT rowid, id, short_id, scope, not_after FROM memories
-             WHERE not_after IS NOT NULL AND not_after <= $1 AND rowid > $2
-             ORDER BY rowid LIMIT $3",
-            &[&cutoff.as_secs(), &after, &(limit as i64)],
-        )?;
-        rows.iter().map(ExpiredRecord::read).collect()
+        let mut w = Where::expired(cutoff);
+        let (a, l) = (w.bind(after), w.bind(limit as i64));
+        let sql = format!(
+            "SELECT m.rowid, m.id, m.short_id, m.scope, m.not_after FROM memories m
+             WHERE {} AND m.rowid > {a} ORDER BY m.rowid LIMIT {l}",
+            w.sql
+        );
+        self.query(&sql, &w.refs())?.iter().map(ExpiredRecord::read).collect()
     }
 
     fn count_expired(&self, cutoff: EpochSeconds) -> Result<u64> {
-        let sql = "SELECT count(*) FROM memories WHERE not_after IS NOT NULL AND not_after <= $1";
-        Ok(self.query_one(sql, &[&cutoff.as_secs()])?.int(0)? as u64)
+        let w = Where::expired(cutoff);
+        let sql = format!("SELECT count(*) FROM memories m WHERE {}", w.sql);
+        Ok(self.query_one(&sql, &w.refs())?.int(0)? as u64)
     }
 
     fn delete_expired(&self, ids: &[RecordId], cutoff: EpochSeconds) -> Result<Vec<bool>> {
+        let w = Where::expired(cutoff);
+        // The condition binds the cutoff as $1; the id follows as $2.
+        let sql = format!("DELETE FROM memories AS m WHERE {} AND m.id = $2", w.sql);
         self.block(async {
             let mut client = self.pool.get().await?;
             let tx = client.transaction().await?;
-            let stmt = tx
-                .prepare(
-                    "DELETE FROM memories
-                     WHERE id = $1 AND not_after IS NOT NULL AND not_after <= $2",
-                )
-                .await?;
+            let stmt = tx.prepare(&sql).await?;
+            let cutoff = cutoff.as_secs();
             let mut out = Vec::with_capacity(ids.len());
             for id in ids {
-                out.push(tx.execute(&stmt, &[&id.to_string(), &cutoff.as_secs()]).await? > 0);
+                out.push(tx.execute(&stmt, &[&cutoff, &id.to_string()]).await? > 0);
             }
             tx.commit().await?;
             Ok(out)

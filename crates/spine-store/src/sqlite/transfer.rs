@@ -15,12 +15,14 @@
 //! ([`crate::record_digest`]) leaves out the access statistics: reading a record is not a
 //! change worth re-exporting for. (Tested on both backends in `tests/transfer.rs`.)
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params, params_from_iter};
 use spine_core::{EpochSeconds, Memory, RecordId, Scope};
 
-use super::{SqliteStore, write_row, write_vector};
+use super::{SqliteStore, Where, write_row, write_vector};
 use crate::codec::parse_id;
 use crate::operator::export_gate_verdict;
+use crate::predicate::{Bound, Dialect};
 use crate::{
     ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, RowidPage, StoredRecord,
     TransferStore, record_digest,
@@ -130,39 +132,40 @@ impl TransferStore for SqliteStore {
         after: i64,
         limit: usize,
     ) -> Result<Vec<ExpiredRecord>> {
+        let mut w = Where::expired(cutoff);
+        let (a, l) = (w.bind(Bound::Int(after)), w.bind(Bound::Int(limit as i64)));
         let conn = self.lock();
-        let mut stmt = conn.prepare_cached(
-            "SELECT rowid, id, short_id, scope, not_after FROM memories
-             WHERE not_after IS NOT NULL AND not_after <= ?1 AND rowid > ?2
-             ORDER BY rowid LIMIT ?3",
-        )?;
-        stmt.query_and_then(params![cutoff.as_secs(), after, limit as i64], |r| {
-            ExpiredRecord::read(r)
-        })?
-        .collect()
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT m.rowid, m.id, m.short_id, m.scope, m.not_after FROM memories m
+             WHERE {} AND m.rowid > {a} ORDER BY m.rowid LIMIT {l}",
+            w.sql
+        ))?;
+        stmt.query_and_then(params_from_iter(w.params), |r| ExpiredRecord::read(r))?.collect()
     }
 
     fn count_expired(&self, cutoff: EpochSeconds) -> Result<u64> {
+        let w = Where::expired(cutoff);
         let conn = self.lock();
         let n: i64 = conn.query_row(
-            "SELECT COUNT(*) FROM memories WHERE not_after IS NOT NULL AND not_after <= ?1",
-            [cutoff.as_secs()],
+            &format!("SELECT COUNT(*) FROM memories m WHERE {}", w.sql),
+            params_from_iter(w.params),
             |r| r.get(0),
         )?;
         Ok(n as u64)
     }
 
     fn delete_expired(&self, ids: &[RecordId], cutoff: EpochSeconds) -> Result<Vec<bool>> {
+        let w = Where::expired(cutoff);
+        // The condition's values first, then the id's `?`.
+        let sql = format!("DELETE FROM memories AS m WHERE {} AND m.id = ?", w.sql);
         self.write(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let mut out = Vec::with_capacity(ids.len());
             {
-                let mut stmt = tx.prepare_cached(
-                    "DELETE FROM memories
-                     WHERE id = ?1 AND not_after IS NOT NULL AND not_after <= ?2",
-                )?;
+                let mut stmt = tx.prepare_cached(&sql)?;
                 for id in ids {
-                    out.push(stmt.execute(params![id.to_string(), cutoff.as_secs()])? > 0);
+                    let params = w.params.iter().cloned().chain([Value::Text(id.to_string())]);
+                    out.push(stmt.execute(params_from_iter(params))? > 0);
                 }
             }
             tx.commit()?;
