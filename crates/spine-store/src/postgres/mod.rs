@@ -205,6 +205,13 @@ impl PgStore {
         self.block(async { Ok(self.pool.get().await?.query(sql, params).await?) })
     }
 
+    /// How many records `w` matches.
+    pub(crate) fn count_where(&self, w: &query::Where) -> Result<u64> {
+        let sql = format!("SELECT count(*) FROM memories m WHERE {}", w.sql);
+        let n = crate::fields::Fields::int(&self.query_one(&sql, &w.refs())?, 0)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     /// [`PgStore::query`] of a statement that returns one row.
     pub(crate) fn query_one(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row> {
         self.block(async { Ok(self.pool.get().await?.query_one(sql, params).await?) })

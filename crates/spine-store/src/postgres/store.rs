@@ -152,9 +152,7 @@ impl Store for PgStore {
     }
 
     fn count(&self, sel: Selection<'_>) -> Result<u64> {
-        let w = Where::read(sel);
-        let sql = format!("SELECT count(*) FROM memories m WHERE {}", w.sql);
-        Ok(u64::try_from(self.query_one(&sql, &w.refs())?.int(0)?).unwrap_or(0))
+        self.count_where(&Where::read(sel))
     }
 
     fn scopes(&self, access: &Access, filter: &Filter, limit: usize) -> Result<Vec<String>> {

@@ -8,15 +8,12 @@ use super::PgStore;
 use super::query::Where;
 use super::rows::stamp;
 use crate::Order;
-use crate::fields::Fields;
 use crate::predicate::no_summary;
 use crate::{AutoSummary, MissingSummaries, Result, SummaryCandidate, SummaryStore};
 
 impl SummaryStore for PgStore {
     fn count_missing_summaries(&self, which: &MissingSummaries) -> Result<u64> {
-        let w = Where::missing_summaries(which);
-        let sql = format!("SELECT count(*) FROM memories m WHERE {}", w.sql);
-        Ok(self.query_one(&sql, &w.refs())?.int(0)? as u64)
+        self.count_where(&Where::missing_summaries(which))
     }
 
     fn missing_summaries(

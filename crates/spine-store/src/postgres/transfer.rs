@@ -154,9 +154,7 @@ impl TransferStore for PgStore {
     }
 
     fn count_expired(&self, cutoff: EpochSeconds) -> Result<u64> {
-        let w = Where::expired(cutoff);
-        let sql = format!("SELECT count(*) FROM memories m WHERE {}", w.sql);
-        Ok(self.query_one(&sql, &w.refs())?.int(0)? as u64)
+        self.count_where(&Where::expired(cutoff))
     }
 
     fn delete_expired(&self, ids: &[RecordId], cutoff: EpochSeconds) -> Result<Vec<bool>> {

@@ -118,6 +118,16 @@ pub(super) fn matching_in(
     bodies(conn, w, "m.id", limit, 0)
 }
 
+/// How many records `w` matches.
+pub(super) fn count(conn: &Connection, w: Where) -> Result<u64> {
+    let n: i64 = conn.query_row(
+        &format!("SELECT count(*) FROM memories m WHERE {}", w.sql),
+        params_from_iter(w.params),
+        |r| r.get(0),
+    )?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 /// `AND`-clause matching the rows `access` may change, with its owner parameter at `?{n}`
 /// (the operator's access binds an owner nobody has and skips the comparison).
 pub(super) fn owned_by(access: &Access, n: usize) -> String {

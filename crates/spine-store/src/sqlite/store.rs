@@ -161,14 +161,7 @@ impl Store for SqliteStore {
     }
 
     fn count(&self, sel: Selection<'_>) -> Result<u64> {
-        let w = Where::read(sel);
-        let conn = self.read()?;
-        let n: i64 = conn.query_row(
-            &format!("SELECT count(*) FROM memories m WHERE {}", w.sql),
-            params_from_iter(w.params),
-            |r| r.get(0),
-        )?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        super::query::count(&*self.read()?, Where::read(sel))
     }
 
     fn scopes(&self, access: &Access, filter: &Filter, limit: usize) -> Result<Vec<String>> {

@@ -25,14 +25,7 @@ impl SummaryStore for SqliteStore {
     /// How many records of every owner match `which` (the dry run's answer and the
     /// progress total).
     fn count_missing_summaries(&self, which: &MissingSummaries) -> Result<u64> {
-        let w = Where::missing_summaries(which);
-        let conn = self.lock();
-        let n: i64 = conn.query_row(
-            &format!("SELECT COUNT(*) FROM memories m WHERE {}", w.sql),
-            params_from_iter(w.params),
-            |r| r.get(0),
-        )?;
-        Ok(n as u64)
+        super::query::count(&self.lock(), Where::missing_summaries(which))
     }
 
     /// Up to `limit` records matching `which`, oldest first (created_at, then id), strictly

@@ -144,14 +144,7 @@ impl TransferStore for SqliteStore {
     }
 
     fn count_expired(&self, cutoff: EpochSeconds) -> Result<u64> {
-        let w = Where::expired(cutoff);
-        let conn = self.lock();
-        let n: i64 = conn.query_row(
-            &format!("SELECT COUNT(*) FROM memories m WHERE {}", w.sql),
-            params_from_iter(w.params),
-            |r| r.get(0),
-        )?;
-        Ok(n as u64)
+        super::query::count(&self.lock(), Where::expired(cutoff))
     }
 
     fn delete_expired(&self, ids: &[RecordId], cutoff: EpochSeconds) -> Result<Vec<bool>> {
