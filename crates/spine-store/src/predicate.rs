@@ -31,9 +31,8 @@ pub(crate) trait Dialect {
     fn category_in(&mut self, categories: &[Category]) -> String;
     /// The record carries every one of `tags` (never empty; sorted, distinct).
     fn has_tags(&mut self, tags: &[String]) -> String;
-    /// The expression of a record's discovery kind.
-    fn kind(&self) -> &'static str;
-    /// The text of the record body's top-level `field`, NULL where it has none.
+    /// The text of the record body's top-level `field` (`kind`, `summary`, …), NULL where
+    /// it has none.
     fn body_text(&self, field: &str) -> String;
     /// The record has something of `shared`: one of its tags, or one of its citations
     /// (same kind and ref); `shared` is never empty.
@@ -350,7 +349,7 @@ impl Cond {
             Cond::Current => "m.archived_at IS NULL AND m.superseded_by IS NULL".into(),
             Cond::Kind(kind) => {
                 let p = d.bind(Bound::Text(kind.as_str().to_owned()));
-                format!("{} = {p}", d.kind())
+                format!("{} = {p}", d.body_text("kind"))
             }
             Cond::State(state) => state.sql(d),
             Cond::AnyState(states) => {
@@ -414,9 +413,6 @@ mod tests {
         }
         fn has_tags(&mut self, tags: &[String]) -> String {
             format!("tags ⊇ [{}]", tags.join(","))
-        }
-        fn kind(&self) -> &'static str {
-            "m.kind"
         }
         fn body_text(&self, field: &str) -> String {
             format!("m.body.{field}")

@@ -58,12 +58,12 @@ impl Dialect for Where {
         format!("m.tags @> {}::text[]", Where::bind(self, tags.to_vec()))
     }
 
-    fn kind(&self) -> &'static str {
-        "m.kind"
-    }
-
     fn body_text(&self, field: &str) -> String {
-        format!("m.body->>'{field}'")
+        match field {
+            // A column of its own (the discovery filter reads it without parsing the body).
+            "kind" => "m.kind".into(),
+            _ => format!("m.body->>'{field}'"),
+        }
     }
 
     fn shares(&mut self, shared: Shared<'_>) -> String {

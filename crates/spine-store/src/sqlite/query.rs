@@ -43,10 +43,6 @@ impl Dialect for Where {
         )
     }
 
-    fn kind(&self) -> &'static str {
-        "json_extract(m.body, '$.kind')"
-    }
-
     fn body_text(&self, field: &str) -> String {
         format!("json_extract(m.body, '$.{field}')")
     }
