@@ -8,9 +8,11 @@
 //! [`Cond::sql`] and its comparison in the index's `compile`/`passes`.
 //!
 //! Each engine's `Where` is a [`Clause`] of its parameter type that spells the
-//! [`Dialect`]; reading through an access, a filter and a gate, excluding a record,
-//! paging by (created_at, id) and the records `spine summarize-missing` picks are written
-//! once here.
+//! [`Dialect`]; reading through an access, a filter and a gate, excluding a record and
+//! paging by (created_at, id) are written once here, and so are the operator commands'
+//! selections built from the same conditions: the state counts, the expired records
+//! `spine prune-expired` deletes, those `summarize-missing` fills and those `consolidate`
+//! considers.
 
 use spine_core::{Category, DiscoveryKind, EpochSeconds, RecordId, Timestamp};
 
@@ -154,11 +156,11 @@ where
         w
     }
 
-    /// `ReviewStore::state_counts`' query over this clause (empty: every scope): per scope,
-    /// its records and how many are in each state at `now`, counted with the recall gate's
-    /// own conditions ([`StateAt`]), so the counts cannot disagree with what a read sees.
-    /// Columns as `StateCounts::read` reads them; the values are bound in the order their
-    /// placeholders appear.
+    /// `ReviewStore::state_counts`' query and its clause: per scope (`scope`, or every
+    /// scope), its records and how many are in each state at `now`, counted with the recall
+    /// gate's own conditions ([`StateAt`]), so the counts cannot disagree with what a read
+    /// sees. Columns as `StateCounts::read` reads them; the values are bound in the order
+    /// their placeholders appear.
     pub(crate) fn state_counts(scope: Option<&str>, now: Timestamp) -> (Self, String) {
         let mut w = Self::default();
         let t = now.to_epoch_seconds().as_secs();
