@@ -85,6 +85,7 @@ impl ReviewStore for PgStore {
         rows.iter().map(StateCounts::read).collect()
     }
 
+    /// The length is the vector's own, not the `dims` column.
     fn vector_stamps(&self, scope: Option<&Scope>) -> Result<Vec<VectorStamp>> {
         let rows = self.query(
             "SELECT coalesce(m.model, '') COLLATE \"C\", vector_dims(m.vec), count(*)
