@@ -194,6 +194,11 @@ where
         self.conditions(readable(a));
     }
 
+    /// The records `a` may change ([`writable`]).
+    pub(crate) fn owned(&mut self, a: &Access) {
+        self.conditions(writable(a));
+    }
+
     /// The hard pre-filters.
     pub(crate) fn filter(&mut self, f: &Filter) {
         self.conditions(filtered(f));
@@ -277,6 +282,26 @@ pub(crate) fn readable(access: &Access) -> Option<Cond> {
         .then(|| Cond::Readable { owner: access.owner.clone(), shared: access.include_shared })
 }
 
+/// What `access` may change (SPEC Authentication 4): its own records only, shared or not;
+/// `None` for the operator, who changes every owner's records.
+pub(crate) fn writable(access: &Access) -> Option<Cond> {
+    (!access.every_owner).then(|| Cond::Readable { owner: access.owner.clone(), shared: false })
+}
+
+/// SQL: [`writable`] for a statement prepared once and run for many rows, with the owner
+/// bound at the placeholder `p` whoever writes. For the operator the owner is bound but not
+/// compared (`p IS NOT NULL`: every access has an owner string), so the statement takes the
+/// same parameters either way.
+pub(crate) fn writable_at(access: &Access, p: &str) -> String {
+    if access.every_owner { format!("{p} IS NOT NULL") } else { owned_by(p) }
+}
+
+/// SQL: the record belongs to the owner at placeholder `p`; a record with no owner belongs
+/// to nobody.
+fn owned_by(p: &str) -> String {
+    format!("m.owner IS NOT NULL AND m.owner = {p}")
+}
+
 /// The hard pre-filters of `f`.
 pub(crate) fn filtered(f: &Filter) -> Vec<Cond> {
     let mut c = Vec::new();
@@ -337,7 +362,7 @@ impl Cond {
                 if *shared {
                     format!("m.owner IS NOT NULL AND (m.owner = {p} OR m.visibility = 'shared')")
                 } else {
-                    format!("m.owner IS NOT NULL AND m.owner = {p}")
+                    owned_by(&p)
                 }
             }
             Cond::Scope(scope) => format!("m.scope = {}", d.bind(Bound::Text(scope.clone()))),

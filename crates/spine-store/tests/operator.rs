@@ -134,3 +134,49 @@ fn nearest_returns_active_records_with_their_payload_and_hidden_ones_without() {
     let alice = found.iter().find(|n| n.id == f.alice.id).unwrap();
     assert_eq!(alice.record.as_ref().unwrap().content, "alice's");
 }
+
+/// The write rule (SPEC Authentication 4), on both engines: an owner changes only their own
+/// records — never another owner's shared one, though they read it, nor a legacy record —
+/// while the operator changes any.
+#[test]
+fn writes_reach_only_the_writers_own_records_and_every_record_for_the_operator() {
+    let alice_caller = Caller::authenticated("a", "alice");
+    let alice_own = record(&alice_caller, &ShortId::mint(), "alice's");
+    let mut bobs = record(&Caller::authenticated("b", "bob"), &ShortId::mint(), "bob's shared");
+    bobs.visibility = spine_core::Visibility::Shared;
+    let mut legacy = record(&Caller::anonymous(), &ShortId::mint(), "legacy");
+    legacy.owner = None;
+    let scope = Scope::parse("scope", SCOPE).unwrap();
+    let embedding = Embedding { model: "m", vector: &[0.6, 0.8] };
+    crate::on_both_engines(&[alice_own.clone(), bobs.clone(), legacy.clone()], |store| {
+        // Alice reads Bob's shared record: the write rule, not the read rule, keeps it.
+        let alice = Access::read(&alice_caller);
+        assert!(store.resolve(&alice, &IdRef::Id(bobs.id)).unwrap().is_some());
+        for other in [&bobs, &legacy] {
+            let mut edited = other.clone();
+            edited.content = "edited by alice".into();
+            assert!(!store.replace(&alice, &edited, None).unwrap(), "{}", other.content);
+            assert!(!store.delete(&alice, &other.id).unwrap(), "{}", other.content);
+        }
+        let at = Some(EpochSeconds::from_secs(1_750_000_000));
+        let archived = store.set_archived(&alice, &[bobs.id, legacy.id, alice_own.id], at);
+        assert_eq!(archived.unwrap(), [false, false, true]);
+        let successor = record(&alice_caller, &ShortId::mint(), "alice's successor");
+        let rejected = store.supersede(&alice, &successor, embedding, &[bobs.id], None).unwrap();
+        assert_eq!(rejected.unwrap_err().not_found, [bobs.id]);
+        assert_eq!(store.delete_scope(&alice, &scope).unwrap(), 1, "her record alone");
+        let left = store.get_many(&[alice_own.id, bobs.id, legacy.id]).unwrap();
+        assert_eq!(ids(&left), ids(&[bobs.clone(), legacy.clone()]));
+        assert!(left.iter().all(|m| m.archived_at.is_none() && m.content != "edited by alice"));
+
+        // The operator changes anyone's.
+        let op = Access::operator();
+        let mut edited = legacy.clone();
+        edited.content = "edited by the operator".into();
+        assert!(store.replace(&op, &edited, None).unwrap());
+        assert_eq!(store.get_many(&[legacy.id]).unwrap()[0].content, "edited by the operator");
+        assert_eq!(store.set_archived(&op, &[bobs.id], at).unwrap(), [true]);
+        assert!(store.delete(&op, &bobs.id).unwrap());
+        assert_eq!(store.delete_scope(&op, &scope).unwrap(), 1, "the legacy record");
+    });
+}

@@ -11,7 +11,7 @@ use spine_core::Category;
 use crate::codec::vec_to_blob;
 use crate::fields::Fields;
 use crate::predicate::{Bound, Clause, Dialect};
-use crate::{Access, Result, Shared, StoreError};
+use crate::{Result, Shared, StoreError};
 
 /// One bound parameter.
 pub(super) type Param = Box<dyn ToSql + Sync + Send>;
@@ -29,15 +29,6 @@ impl Where {
     /// The parameters as the client takes them.
     pub(super) fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
         self.params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
-    }
-
-    /// The condition on rows `access` may change (`m.owner` equal to its owner; any row
-    /// for the operator).
-    pub(super) fn owned(&mut self, access: &Access) {
-        if !access.every_owner {
-            let owner = self.bind(access.owner.clone());
-            self.push(&format!("m.owner IS NOT NULL AND m.owner = {owner}"));
-        }
     }
 }
 

@@ -10,6 +10,7 @@ use super::query::Where;
 use super::rows::{stamp, stamp_successor, write};
 use crate::codec::{decode, parse_id};
 use crate::fields::Fields;
+use crate::predicate::writable_at;
 use crate::{
     Access, Adjacent, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour, Order,
     Page, Result, ScopeFilter, Selection, Shared, Store, SupersedeRejection, TagCount,
@@ -292,11 +293,7 @@ impl Store for PgStore {
         ids: &[RecordId],
         at: Option<EpochSeconds>,
     ) -> Result<Vec<bool>> {
-        // The operator binds an owner nobody has and skips the comparison.
-        let owner = match access.every_owner {
-            true => "$2::text IS NOT NULL",
-            false => "m.owner IS NOT NULL AND m.owner = $2",
-        };
+        let owner = writable_at(access, "$2::text");
         let sql = match at {
             Some(_) => format!(
                 "UPDATE memories m SET archived_at = $3, body = {}

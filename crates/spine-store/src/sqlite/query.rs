@@ -124,12 +124,11 @@ pub(super) fn count(conn: &Connection, w: Where) -> Result<u64> {
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-/// `AND`-clause matching the rows `access` may change, with its owner parameter at `?{n}`
-/// (the operator's access binds an owner nobody has and skips the comparison).
-pub(super) fn owned_by(access: &Access, n: usize) -> String {
-    if access.every_owner {
-        format!("(?{n} IS NOT NULL)")
-    } else {
-        format!("(owner IS NOT NULL AND owner = ?{n})")
-    }
+/// Deletes the records `w` matches; how many.
+pub(super) fn delete_where(conn: &Connection, w: Where) -> Result<u64> {
+    let n = conn.execute(
+        &format!("DELETE FROM memories AS m WHERE {}", w.sql),
+        params_from_iter(w.params),
+    )?;
+    Ok(n as u64)
 }

@@ -11,6 +11,7 @@ use super::rows::*;
 use super::*;
 use crate::codec::parse_id;
 use crate::nearest::{Scored, neighbours};
+use crate::predicate::writable_at;
 use crate::{
     Access, Adjacent, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour, Order,
     Page, Result, Selection, Shared, Store, SupersedeRejection, TagCount,
@@ -64,15 +65,15 @@ impl Store for SqliteStore {
         embedding: Option<Embedding<'_>>,
     ) -> Result<bool> {
         let body = encode(m)?;
+        let mut w = Where::default();
+        w.and("m.id = ?", [Value::Text(m.id.to_string())]);
+        w.owned(access);
         self.write(|conn| {
             let tx = conn.transaction()?;
             let owned: Option<i64> = tx
                 .query_row(
-                    &format!(
-                        "SELECT rowid FROM memories WHERE id = ?1 AND {}",
-                        owned_by(access, 2)
-                    ),
-                    params![m.id.to_string(), access.owner],
+                    &format!("SELECT m.rowid FROM memories m WHERE {}", w.sql),
+                    params_from_iter(w.params),
                     |r| r.get(0),
                 )
                 .optional()?;
@@ -102,23 +103,17 @@ impl Store for SqliteStore {
     }
 
     fn delete(&self, access: &Access, id: &RecordId) -> Result<bool> {
-        self.write(|conn| {
-            let n = conn.execute(
-                &format!("DELETE FROM memories WHERE id = ?1 AND {}", owned_by(access, 2)),
-                params![id.to_string(), access.owner],
-            )?;
-            Ok(n > 0)
-        })
+        let mut w = Where::default();
+        w.and("m.id = ?", [Value::Text(id.to_string())]);
+        w.owned(access);
+        Ok(self.write(|conn| delete_where(conn, w))? > 0)
     }
 
     fn delete_scope(&self, access: &Access, scope: &Scope) -> Result<u64> {
-        self.write(|conn| {
-            let n = conn.execute(
-                &format!("DELETE FROM memories WHERE scope = ?1 AND {}", owned_by(access, 2)),
-                params![scope.as_str(), access.owner],
-            )?;
-            Ok(n as u64)
-        })
+        let mut w = Where::default();
+        w.and("m.scope = ?", [Value::Text(scope.as_str().to_owned())]);
+        w.owned(access);
+        self.write(|conn| delete_where(conn, w))
     }
 
     fn nearest(&self, q: &NearestQuery<'_>) -> Result<Vec<Neighbour>> {
@@ -203,8 +198,9 @@ impl Store for SqliteStore {
         self.write(|conn| {
             let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
             let mut check = tx.prepare_cached(&format!(
-                "SELECT category, superseded_by IS NOT NULL FROM memories WHERE id = ?1 AND {}",
-                owned_by(access, 2)
+                "SELECT m.category, m.superseded_by IS NOT NULL FROM memories m
+                 WHERE m.id = ?1 AND {}",
+                writable_at(access, "?2")
             ))?;
             let rejection = SupersedeRejection::of(targets, |t| {
                 let row = check.query_row(params![t.to_string(), access.owner], |r| {
@@ -260,16 +256,16 @@ impl Store for SqliteStore {
             {
                 let mut stmt = match at {
                     Some(_) => tx.prepare_cached(&format!(
-                        "UPDATE memories SET archived_at = ?1,
+                        "UPDATE memories AS m SET archived_at = ?1,
                             body = json_set(body, '$.archived_at', ?2, {STAMP_VERSION})
-                         WHERE id = ?4 AND {} AND archived_at IS NULL",
-                        owned_by(access, 5)
+                         WHERE m.id = ?4 AND {} AND m.archived_at IS NULL",
+                        writable_at(access, "?5")
                     ))?,
                     None => tx.prepare_cached(&format!(
-                        "UPDATE memories SET archived_at = NULL,
+                        "UPDATE memories AS m SET archived_at = NULL,
                             body = json_set(json_remove(body, '$.archived_at'), {STAMP_VERSION})
-                         WHERE id = ?2 AND {} AND archived_at IS NOT NULL",
-                        owned_by(access, 3)
+                         WHERE m.id = ?2 AND {} AND m.archived_at IS NOT NULL",
+                        writable_at(access, "?3")
                     ))?,
                 };
                 for id in ids {
