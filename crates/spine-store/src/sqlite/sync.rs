@@ -31,7 +31,8 @@ pub(super) fn read_synced<'a>(
 /// The newest change `tx` sees. The log's sequence never goes back (AUTOINCREMENT, and its
 /// pruning keeps the newest rows).
 fn last_change(tx: &Transaction<'_>) -> Result<i64> {
-    Ok(tx.query_row("SELECT coalesce(max(seq), 0) FROM changes", [], |r| r.get(0))?)
+    let mut stmt = tx.prepare_cached("SELECT coalesce(max(seq), 0) FROM changes")?;
+    Ok(stmt.query_row([], |r| r.get(0))?)
 }
 
 /// Brings `index` up to the database state `tx` sees: the changed rows since it last
