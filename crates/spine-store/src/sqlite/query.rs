@@ -81,20 +81,17 @@ impl Dialect for Where {
 
 /// The payloads of the rows `w` selects, in `order` (ORDER BY terms), at most `limit`
 /// after skipping `offset`.
-///
-/// A read's LIMIT and OFFSET are written into its SQL, never bound: SQLite builds the
-/// value of a bound LIMIT into the statement's plan, so every new binding recompiles the
-/// statement on its next step (`sqlite3ExprIsInteger` marks the parameter), which a cached
-/// statement run per search (`Store::adjacent`) paid each time.
 pub(super) fn bodies(
     conn: &Connection,
-    w: Where,
+    mut w: Where,
     order: &str,
     limit: usize,
     offset: usize,
 ) -> Result<Vec<Memory>> {
+    w.params.push(Value::Integer(limit as i64));
+    w.params.push(Value::Integer(offset as i64));
     let mut stmt = conn.prepare(&format!(
-        "SELECT m.body FROM memories m WHERE {} ORDER BY {order} LIMIT {limit} OFFSET {offset}",
+        "SELECT m.body FROM memories m WHERE {} ORDER BY {order} LIMIT ? OFFSET ?",
         w.sql
     ))?;
     let bodies: Vec<String> =

@@ -170,11 +170,12 @@ impl Store for SqliteStore {
     }
 
     fn tag_counts(&self, sel: Selection<'_>, limit: usize) -> Result<Vec<TagCount>> {
-        let w = Where::read(sel);
+        let mut w = Where::read(sel);
+        w.params.push(Value::Integer(limit as i64));
         let conn = self.read()?;
         let mut stmt = conn.prepare(&format!(
             "SELECT t.tag, COUNT(*) AS n FROM memory_tags t JOIN memories m ON m.rowid = t.memory
-             WHERE {} GROUP BY t.tag ORDER BY n DESC, t.tag ASC LIMIT {limit}",
+             WHERE {} GROUP BY t.tag ORDER BY n DESC, t.tag ASC LIMIT ?",
             w.sql
         ))?;
         let rows = stmt
@@ -313,12 +314,12 @@ impl Store for SqliteStore {
         let w = Where::read_any_scope(sel);
         // The anchor's scope and position come after the filter's parameters; the row-value
         // comparison lets SQLite seek `memories_scope_recent` to the anchor and step
-        // `radius` rows (a literal LIMIT: see `query::bodies`).
+        // `radius` rows.
         let side = |cmp: char, order: &str| {
             format!(
                 "SELECT m.body, v.vec FROM memories m JOIN vectors v ON v.memory = m.rowid
                  WHERE {} AND v.model = ? AND m.scope = ? AND (m.created_at, m.id) {cmp} (?, ?)
-                 ORDER BY m.created_at {order}, m.id {order} LIMIT {radius}",
+                 ORDER BY m.created_at {order}, m.id {order} LIMIT ?",
                 w.sql
             )
         };
@@ -333,6 +334,7 @@ impl Store for SqliteStore {
                 Value::Text(a.scope.as_str().to_owned()),
                 Value::Integer(a.created_at.as_micros()),
                 Value::Text(a.id.to_string()),
+                Value::Integer(radius as i64),
             ]);
             for stmt in [&mut before, &mut after] {
                 let rows: Vec<(String, Vec<u8>)> = stmt
