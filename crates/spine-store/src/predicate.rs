@@ -2,7 +2,9 @@
 //! pre-filters and the recall gate — written once, as a list of conditions, and rendered
 //! per engine: as SQL through a [`Dialect`] (`sqlite/query.rs`, `postgres/query.rs`) and
 //! as interned comparisons by the SQLite engine's in-memory index (`sqlite/index`). The
-//! parity test (`tests/index.rs`) holds the three renderings together.
+//! parity test (`tests/index.rs`) holds the three renderings together. Which records a
+//! write may change is here too ([`writable`]), for every replace, delete, archive and
+//! supersede of both engines.
 //!
 //! Adding a filterable field: a [`Cond`] variant, its line in [`conditions`], its SQL in
 //! [`Cond::sql`] and its comparison in the index's `compile`/`passes`.
