@@ -309,14 +309,18 @@ impl Service {
                     &lead,
                     self.embedder.model_id(),
                     NEIGHBOUR_RADIUS,
+                    &|id| records.contains_key(id),
                 )
                 .map_err(store_error)?;
             let mut pairs = Vec::with_capacity(adjacent.len());
             for n in adjacent {
-                pairs.push((n.anchor, n.record.id));
-                if let std::collections::hash_map::Entry::Vacant(e) = records.entry(n.record.id) {
-                    pool.push((spine_core::cosine(q.vector, &n.vector), n.record.id));
-                    e.insert(n.record);
+                pairs.push((n.anchor, n.id));
+                // Two anchors can share a neighbour the pool lacked: it joins once.
+                if let (Some((record, vector)), std::collections::hash_map::Entry::Vacant(e)) =
+                    (n.record, records.entry(n.id))
+                {
+                    pool.push((spine_core::cosine(q.vector, &vector), n.id));
+                    e.insert(record);
                 }
             }
             if !pairs.is_empty() {

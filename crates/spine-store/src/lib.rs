@@ -272,10 +272,10 @@ pub struct NearestQuery<'a> {
 pub struct Adjacent {
     /// The anchor it is next to.
     pub anchor: RecordId,
-    /// The record.
-    pub record: Memory,
-    /// Its vector.
-    pub vector: Vec<f32>,
+    /// The record's id.
+    pub id: RecordId,
+    /// The record with its vector; `None` for one the caller holds already (`known`).
+    pub record: Option<(Memory, Vec<f32>)>,
 }
 
 /// A record near the query.
@@ -467,15 +467,18 @@ pub trait Store: Send + Sync {
     /// The `radius` records stored right before and the `radius` right after each of
     /// `anchors` in the anchor's own scope, by `created_at` then id, among the records of
     /// `sel` (its scope filter ignored: each anchor's scope is used) that carry a vector
-    /// from `model`: at most `2 × radius` per anchor, each with its
-    /// vector. Search's neighbour step (`spine_service::rank`): a turn of a conversation is
-    /// often answered, or explained, by the records stored next to it.
+    /// from `model`: at most `2 × radius` per anchor, each with its vector unless `known`
+    /// says the caller holds it already (the search's pool: neighbours are often in it, and
+    /// decoding them again was most of this read). Search's neighbour step
+    /// (`spine_service::rank`): a turn of a conversation is often answered, or explained, by
+    /// the records stored next to it.
     fn adjacent(
         &self,
         sel: Selection<'_>,
         anchors: &[&Memory],
         model: &str,
         radius: usize,
+        known: &dyn Fn(&RecordId) -> bool,
     ) -> Result<Vec<Adjacent>>;
 
     /// The stored vector of a record, when it was produced by `model`. Callers pass only ids

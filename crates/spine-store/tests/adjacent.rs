@@ -37,11 +37,11 @@ fn check(store: &dyn Store, records: &[Memory]) {
     let anchor = &records[6]; // turn 7
     let contents = |radius| {
         let mut got: Vec<String> = store
-            .adjacent(sel, &[anchor], "m", radius)
+            .adjacent(sel, &[anchor], "m", radius, &|_| false)
             .unwrap()
             .into_iter()
             .inspect(|a| assert_eq!(a.anchor, anchor.id))
-            .map(|a| a.record.content)
+            .map(|a| a.record.unwrap().0.content)
             .collect();
         got.sort();
         got
@@ -50,19 +50,28 @@ fn check(store: &dyn Store, records: &[Memory]) {
     assert_eq!(contents(2), vec!["turn 2", "turn 3", "turn 8", "turn 9"]);
     assert_eq!(contents(1), vec!["turn 3", "turn 8"]);
     assert!(contents(0).is_empty());
-    // Vectors come with the records.
-    let adj = store.adjacent(sel, &[anchor], "m", 1).unwrap();
-    assert!(adj.iter().all(|a| a.vector.len() == 2));
+    // Vectors come with the records; a record the caller holds comes as its id alone.
+    let turn_3 = records[2].id;
+    let adj = store.adjacent(sel, &[anchor], "m", 1, &|id| *id == turn_3).unwrap();
+    let ids: Vec<_> = adj.iter().map(|a| a.id).collect();
+    assert_eq!(ids.len(), 2);
+    assert!(ids.contains(&turn_3) && ids.contains(&records[7].id), "turns 3 and 8");
+    for a in &adj {
+        match &a.record {
+            None => assert_eq!(a.id, turn_3),
+            Some((m, vector)) => assert_eq!((m.id, vector.len()), (a.id, 2)),
+        }
+    }
     // Another model's vectors: nothing.
-    assert!(store.adjacent(sel, &[anchor], "x", 2).unwrap().is_empty());
+    assert!(store.adjacent(sel, &[anchor], "x", 2, &|_| false).unwrap().is_empty());
     // The filter applies: a window that ends at turn 8 leaves only 9 out after the anchor.
     let mut window = Filter::new(ScopeFilter::All);
     window.created_before = Some(Timestamp::from_micros((1_800_000_000 + 9) * 1_000_000));
     let after: Vec<String> = store
-        .adjacent(Selection { filter: &window, ..sel }, &[anchor], "m", 2)
+        .adjacent(Selection { filter: &window, ..sel }, &[anchor], "m", 2, &|_| false)
         .unwrap()
         .into_iter()
-        .map(|a| a.record.content)
+        .map(|a| a.record.unwrap().0.content)
         .filter(|c| c.as_str() > "turn 7")
         .collect();
     assert_eq!(after, vec!["turn 8"]);

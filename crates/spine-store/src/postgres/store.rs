@@ -348,6 +348,7 @@ impl Store for PgStore {
         anchors: &[&Memory],
         model: &str,
         radius: usize,
+        known: &dyn Fn(&RecordId) -> bool,
     ) -> Result<Vec<Adjacent>> {
         if anchors.is_empty() || radius == 0 {
             return Ok(vec![]);
@@ -362,11 +363,11 @@ impl Store for PgStore {
         // Both sides in one round trip: each anchor's `radius` nearest records below and above.
         let side = |cmp: char, order: &str| {
             format!(
-                "SELECT a.id, n.body, n.vec
+                "SELECT a.id, n.id, n.body, n.vec
                  FROM unnest({scopes}::text[], {times}::bigint[], {ids}::text[])
                       AS a(scope, created_at, id)
                  CROSS JOIN LATERAL (
-                     SELECT m.body::text AS body, m.vec FROM memories m
+                     SELECT m.id, m.body::text AS body, m.vec FROM memories m
                      WHERE {} AND m.model = {model} AND m.vec IS NOT NULL
                        AND m.scope = a.scope COLLATE \"C\"
                        AND (m.created_at, m.id) {cmp} (a.created_at, a.id COLLATE \"C\")
@@ -378,11 +379,12 @@ impl Store for PgStore {
         let rows = self.query(&sql, &w.refs())?;
         rows.iter()
             .map(|r| {
-                Ok(Adjacent {
-                    anchor: parse_id(&r.text(0)?)?,
-                    record: decode(&r.text(1)?)?,
-                    vector: r.get::<_, Vector>(2).to_vec(),
-                })
+                let id = parse_id(&r.text(1)?)?;
+                let record = match known(&id) {
+                    true => None,
+                    false => Some((decode(&r.text(2)?)?, r.get::<_, Vector>(3).to_vec())),
+                };
+                Ok(Adjacent { anchor: parse_id(&r.text(0)?)?, id, record })
             })
             .collect()
     }

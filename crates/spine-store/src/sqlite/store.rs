@@ -310,6 +310,7 @@ impl Store for SqliteStore {
         anchors: &[&Memory],
         model: &str,
         radius: usize,
+        known: &dyn Fn(&RecordId) -> bool,
     ) -> Result<Vec<Adjacent>> {
         let w = Where::read_any_scope(sel);
         // The anchor's scope and position come after the filter's parameters; the row-value
@@ -317,7 +318,7 @@ impl Store for SqliteStore {
         // `radius` rows.
         let side = |cmp: char, order: &str| {
             format!(
-                "SELECT m.body, v.vec FROM memories m JOIN vectors v ON v.memory = m.rowid
+                "SELECT m.id, m.body, v.vec FROM memories m JOIN vectors v ON v.memory = m.rowid
                  WHERE {} AND v.model = ? AND m.scope = ? AND (m.created_at, m.id) {cmp} (?, ?)
                  ORDER BY m.created_at {order}, m.id {order} LIMIT ?",
                 w.sql
@@ -337,15 +338,17 @@ impl Store for SqliteStore {
                 Value::Integer(radius as i64),
             ]);
             for stmt in [&mut before, &mut after] {
-                let rows: Vec<(String, Vec<u8>)> = stmt
-                    .query_map(params_from_iter(params.iter()), |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect::<Result<_, _>>()?;
-                for (body, blob) in rows {
-                    out.push(Adjacent {
-                        anchor: a.id,
-                        record: decode(&body)?,
-                        vector: blob_to_vec(&blob),
-                    });
+                let mut rows = stmt.query(params_from_iter(params.iter()))?;
+                while let Some(r) = rows.next()? {
+                    let id = parse_id(r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?)?;
+                    let record = match known(&id) {
+                        true => None,
+                        false => Some((
+                            decode(r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?)?,
+                            blob_to_vec(r.get_ref(2)?.as_blob().map_err(rusqlite::Error::from)?),
+                        )),
+                    };
+                    out.push(Adjacent { anchor: a.id, id, record });
                 }
             }
         }
