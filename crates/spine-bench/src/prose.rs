@@ -6,7 +6,8 @@
 //! translation index of Debian main (`*_main_i18n_Translation-en*` under
 //! `/var/lib/apt/lists`, decompressed by `apt-helper cat-file`); images that set
 //! `Acquire::Languages "none"` fetch it once with
-//! `apt-get update -o Acquire::Languages=en`.
+//! `apt-get update -o Acquire::Languages=en`. `SPINE_BENCH_TRANSLATIONS=FILE` reads that index
+//! from an uncompressed copy instead (for machines without apt, such as the device kit's).
 //!
 //! Kept: descriptions of [`MIN_BYTES`]..=[`MAX_BYTES`] bytes whose synopsis has at least
 //! three words; a synopsis or a first paragraph seen before (families of packages sharing
@@ -32,16 +33,23 @@ pub const MAX_BYTES: usize = 2000;
 /// `n` synopsis/description pairs (`usize::MAX`: all kept), with how many packages were read
 /// and how many were kept.
 pub fn pairs(n: usize) -> Result<(Vec<Pair>, usize, usize)> {
-    let path = translation_index()?;
-    let out = Command::new("/usr/lib/apt/apt-helper")
-        .arg("cat-file")
-        .arg(&path)
-        .output()
-        .context("running apt-helper cat-file")?;
-    if !out.status.success() {
-        bail!("apt-helper cat-file {} failed", path.display());
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
+    let bytes = match std::env::var_os("SPINE_BENCH_TRANSLATIONS") {
+        Some(file) => std::fs::read(&file)
+            .with_context(|| format!("reading SPINE_BENCH_TRANSLATIONS {file:?}"))?,
+        None => {
+            let path = translation_index()?;
+            let out = Command::new("/usr/lib/apt/apt-helper")
+                .arg("cat-file")
+                .arg(&path)
+                .output()
+                .context("running apt-helper cat-file")?;
+            if !out.status.success() {
+                bail!("apt-helper cat-file {} failed", path.display());
+            }
+            out.stdout
+        }
+    };
+    let text = String::from_utf8_lossy(&bytes);
     let (mut read, mut kept) = (0, Vec::new());
     let (mut synopses, mut firsts) = (HashSet::new(), HashSet::new());
     for stanza in text.split("\n\n") {

@@ -104,11 +104,17 @@ fn precision_setting_parses() {
     }
     assert_eq!(Precision::parse(Some("f32")).unwrap(), Precision::F32);
     assert_eq!(Precision::parse(Some("int8")).unwrap(), Precision::Int8);
-    // `auto` is f32 arithmetic on every CPU, with the short texts' weights in half
-    // precision where the CPU has the AVX2 kernel and no AVX-512; int8 is slower under
-    // concurrent load (bert.rs).
-    let mixed = crate::kernels::HalfWeights::preferred();
-    assert_eq!(Precision::detect(), if mixed { Precision::Mixed } else { Precision::F32 });
+    // `auto` is int8 where VNNI makes its 8-bit products exact, else f32 arithmetic, with
+    // the short texts' weights in half precision where the CPU has the AVX2 kernel and no
+    // AVX-512 (bert/mod.rs).
+    let want = if Precision::int8_is_fast() {
+        Precision::Int8
+    } else if crate::kernels::HalfWeights::preferred() {
+        Precision::Mixed
+    } else {
+        Precision::F32
+    };
+    assert_eq!(Precision::detect(), want);
     let err = Precision::parse(Some("fp16")).unwrap_err().to_string();
     assert!(err.contains("auto, f32 or int8"), "{err}");
 }

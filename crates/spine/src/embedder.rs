@@ -117,9 +117,10 @@ pub struct EmbedderArgs {
     /// unset.
     #[arg(long, global = true, env = "SPINE_EMBED_DIMS")]
     pub embed_dims: Option<usize>,
-    /// Precision of the built-in model's matrix products: `auto` (f32 arithmetic, with short
-    /// texts' weights read in half precision on AVX2 CPUs without AVX-512), `f32` (the
-    /// published weights as they are) or `int8` (README "Performance").
+    /// Precision of the built-in model's matrix products: `auto` (int8 on CPUs with AVX-512
+    /// VNNI; elsewhere f32 arithmetic, with short texts' weights read in half precision on
+    /// AVX2 CPUs without AVX-512), `f32` (the published weights as they are) or `int8`
+    /// (README "Performance").
     #[arg(long, global = true, env = "SPINE_EMBED_PRECISION", value_enum, default_value = "auto")]
     pub embed_precision: PrecisionArg,
 }
@@ -127,13 +128,14 @@ pub struct EmbedderArgs {
 /// `--embed-precision`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum PrecisionArg {
-    /// f32 arithmetic (faster than int8 under concurrent load on every CPU measured); on
-    /// AVX2 CPUs without AVX-512, texts of at most 32 tokens read their weights in half
-    /// precision (docs/embeddings.md).
+    /// int8 where the CPU has AVX-512 VNNI (8-bit products, exact sums); elsewhere f32
+    /// arithmetic, with texts of at most 32 tokens reading their weights in half precision
+    /// on AVX2 CPUs without AVX-512 (docs/embeddings.md).
     Auto,
     /// The published weights as they are.
     F32,
-    /// Quantized weights: slightly lower recall (README "Performance").
+    /// 8-bit products: with VNNI what `auto` picks; without, 7-bit weights and a slightly
+    /// lower recall (docs/embeddings.md).
     Int8,
 }
 
@@ -142,17 +144,14 @@ impl PrecisionArg {
         match self {
             PrecisionArg::Auto => {
                 let chosen = Precision::detect();
-                tracing::info!(
-                    precision = ?chosen,
-                    vnni = Precision::int8_is_fast(),
-                    "--embed-precision auto: f32 arithmetic{} (int8 is slower under concurrent \
-                     load with VNNI and loses recall without; README \"Performance\")",
-                    if chosen == Precision::Mixed {
-                        ", short texts' weights in half precision (AVX2)"
-                    } else {
-                        ""
+                let why = match chosen {
+                    Precision::Int8 => "8-bit products on this CPU's VNNI instructions",
+                    Precision::Mixed => {
+                        "f32 arithmetic, short texts' weights in half precision (AVX2)"
                     }
-                );
+                    Precision::F32 => "f32 arithmetic (int8 would lose recall without VNNI)",
+                };
+                tracing::info!(precision = ?chosen, "--embed-precision auto: {why}");
                 chosen
             }
             PrecisionArg::F32 => Precision::F32,

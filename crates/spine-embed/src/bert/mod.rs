@@ -7,7 +7,6 @@
 
 mod embedding;
 
-use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{Module, Result, Tensor};
 use candle_nn::{Embedding, VarBuilder};
@@ -16,7 +15,7 @@ use rten_gemm::{
 };
 use rten_tensor::NdTensorView;
 
-use crate::kernels::{self, Pool};
+use crate::kernels;
 use embedding::MappedEmbedding;
 use multiversion::multiversion;
 use rayon::prelude::*;
@@ -50,14 +49,13 @@ pub enum Precision {
     /// ([`kernels::HalfWeights::preferred`]): a query's pass ~1 ms faster on two cores, the
     /// evaluation corpora's recall the same (docs/embeddings.md).
     Mixed,
-    /// Weights quantised to 8 bits per value with one scale per 32 (`Q8_0`), activations to
-    /// 8 bits per 256 after SmoothQuant-style per-channel smoothing (`Linear::new`),
-    /// multiplied by candle's VNNI kernels (`vpdpbusd`): a short query ~2× and a
-    /// 460-character note ~1.3× faster on a CPU with AVX-512 VNNI or AVX-VNNI, with the
-    /// same retrieval quality (README "Performance"). Without VNNI, where candle has no
-    /// fast int8 kernel, it runs on rten-gemm's instead ([`Weights::Int8Packed`]): faster
-    /// than f32 too, but with 7-bit weights and a slightly lower recall, so `auto` does not
-    /// choose it there (docs/embeddings.md).
+    /// 8-bit integer products on rten-gemm's kernels ([`Weights::Int8`]): weights quantised
+    /// per output channel, activations per row after SmoothQuant-style per-channel smoothing
+    /// (`Linear::new`). With AVX-512 VNNI (`vpdpbusd`, exact 32-bit sums) the weights keep 8
+    /// bits and `auto` chooses it ([`Precision::int8_is_fast`]); without, AVX2's
+    /// `vpmaddubsw` sums pairs of products into 16 bits, so the weights get 7 bits: faster
+    /// than f32 too, but with a slightly lower recall, so `auto` does not choose it there
+    /// (docs/embeddings.md).
     Int8,
 }
 
@@ -80,36 +78,33 @@ impl Precision {
         }
     }
 
-    /// What `auto` means: f32 arithmetic, with short texts' weights in half precision where
-    /// the CPU is one the halves were measured faster on ([`Precision::Mixed`]), else
-    /// [`Precision::F32`]. Never int8: measured side by side (README "Performance"), int8
-    /// was never the faster one where it counts: with VNNI it tied f32 for one client
-    /// (query p50 6.0 ms both, stores 102 against 96/s on a 16-core Xeon) and fell to a
-    /// third to a half of f32 under concurrent load (candle's int8 products all run on
-    /// one process-wide thread pool that takes one product at a time, so concurrent passes
-    /// queue for it); without VNNI it is faster alone but its 7-bit weights lose a little
-    /// recall. `int8` stays available by choice.
+    /// What `auto` means: [`Precision::Int8`] where rten-gemm multiplies 8-bit integers
+    /// exactly with VNNI ([`Precision::int8_is_fast`]); elsewhere f32 arithmetic, with short
+    /// texts' weights in half precision where the CPU is one the halves were measured
+    /// faster on ([`Precision::Mixed`]), else [`Precision::F32`] (docs/embeddings.md).
     pub fn detect() -> Precision {
-        if kernels::HalfWeights::preferred() { Precision::Mixed } else { Precision::F32 }
+        if Self::int8_is_fast() {
+            Precision::Int8
+        } else if kernels::HalfWeights::preferred() {
+            Precision::Mixed
+        } else {
+            Precision::F32
+        }
     }
 
-    /// Whether this CPU has the VNNI instructions candle's int8 kernels need.
+    /// Whether this CPU multiplies 8-bit integers with VNNI on x86-64: rten-gemm's AVX-512
+    /// kernel with `vpdpbusd`, whose 32-bit sums never saturate ([`int8_exact`]).
     pub fn int8_is_fast() -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if (std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512vnni"))
-            || (std::arch::is_x86_feature_detected!("avx2")
-                && std::arch::is_x86_feature_detected!("avxvnni"))
-        {
-            return true;
-        }
-        false
+        cfg!(target_arch = "x86_64") && int8_exact()
     }
 }
 
-/// candle's VNNI kernels take an inner dimension that is a multiple of this.
-const INT8_BLOCK: usize = 256;
+/// Whether rten-gemm's int8 kernel on this CPU sums products without saturating (VNNI on
+/// x86-64, the dot-product instructions on Arm): then the weights keep 8 bits, else 7
+/// ([`weight_levels`]).
+fn int8_exact() -> bool {
+    INT8_GEMM.with(|g| !g.may_saturate())
+}
 
 enum Weights {
     /// Packed once at load into the panels rten-gemm's kernel reads (`prepack_b`), with the
@@ -124,11 +119,9 @@ enum Weights {
     /// F16C, or where a weight is out of half precision's range.
     F32 { packed: PackedBMatrix<f32>, bias: Vec<f32>, half: Option<kernels::HalfWeights> },
     /// 8-bit integer products through rten-gemm (`u8` activations × `i8` weights → `i32`):
-    /// weights quantised per output channel to 7 bits (±63: AVX2's `vpmaddubsw` adds two
-    /// products into 16 bits, which 8-bit weights times 8-bit activations could overflow; with
-    /// 7 the sums are exact on every kernel, VNNI or not), activations per row to 8 bits
-    /// around [`ACTIVATION_ZERO`], after the same SmoothQuant smoothing as `Int8`.
-    Int8Packed {
+    /// weights quantised per output channel to [`weight_levels`], activations per row to 8
+    /// bits around [`ACTIVATION_ZERO`], after SmoothQuant smoothing (`Linear::new`).
+    Int8 {
         packed: PackedBMatrix<i8>,
         /// Per output channel: the weight scale.
         scale: Vec<f32>,
@@ -136,9 +129,6 @@ enum Weights {
         inv_smooth: Option<Vec<f32>>,
         bias: Vec<f32>,
     },
-    /// `(out, padded_in)` quantised, `in` padded with zero columns to a multiple of
-    /// [`INT8_BLOCK`] (the inputs are padded alike: the products are unchanged).
-    Int8 { matmul: QMatMul, padded_in: usize, inv_scale: Option<Tensor>, bias: Tensor },
 }
 
 thread_local! {
@@ -152,7 +142,7 @@ thread_local! {
 /// How far each channel of a LayerNorm's output reaches, estimated from its parameters:
 /// the normalised values lie mostly within ±3, so `3·|γ| + |β|`. Channels with large γ or β
 /// are BERT's activation outliers, which would otherwise set the int8 scale of their whole
-/// block of 256 and crush the others.
+/// row and crush the others.
 fn layer_norm_range(vb: &VarBuilder, h: usize) -> Result<Tensor> {
     (vb.get(h, "weight")?.abs()? * 3.0)? + vb.get(h, "bias")?.abs()?
 }
@@ -171,15 +161,12 @@ fn smooth(weight: Tensor, range: Tensor) -> Result<(Tensor, Tensor)> {
     Ok((weight.broadcast_mul(&s.unsqueeze(0)?)?, s.recip()?))
 }
 
-/// Whether int8 runs on rten-gemm's kernels ([`Weights::Int8Packed`]): on CPUs without
-/// VNNI, for which candle has no fast int8 kernel. With VNNI, candle's `Q8_0` kernels, whose
-/// speed and quality were measured on such a CPU (README "Performance").
-fn int8_packed() -> bool {
-    !Precision::int8_is_fast()
+/// The largest magnitude of a quantised weight of [`Weights::Int8`]: 127 (8 bits) where
+/// the kernel's sums are exact, else 63 (7 bits): AVX2's `vpmaddubsw` adds two products into
+/// 16 bits, which 8-bit weights times 8-bit activations could overflow; with 7 they cannot.
+fn weight_levels() -> f32 {
+    if int8_exact() { 127.0 } else { 63.0 }
 }
-
-/// The largest magnitude of a quantised weight of [`Weights::Int8Packed`] (7 bits).
-const WEIGHT_LEVELS: f32 = 63.0;
 
 /// A dense layer.
 struct Linear {
@@ -188,9 +175,8 @@ struct Linear {
 }
 
 impl Linear {
-    /// As the int8 case of [`Linear::new`], for rten-gemm's integer kernels
-    /// ([`Weights::Int8Packed`]).
-    fn int8_packed(weight: Tensor, bias: Tensor, range: Option<Tensor>) -> Result<Linear> {
+    /// The int8 case of [`Linear::new`] ([`Weights::Int8`]).
+    fn int8(weight: Tensor, bias: Tensor, range: Option<Tensor>) -> Result<Linear> {
         let (out, k) = weight.dims2()?;
         let (weight, inv_smooth) = match range {
             Some(range) => {
@@ -202,19 +188,20 @@ impl Linear {
         let rows = weight.to_vec2::<f32>()?;
         let mut q = vec![0i8; out * k];
         let mut scale = vec![0f32; out];
+        let levels = weight_levels();
         for (o, row) in rows.iter().enumerate() {
             let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let s = if max > 0.0 { max / WEIGHT_LEVELS } else { 1.0 };
+            let s = if max > 0.0 { max / levels } else { 1.0 };
             scale[o] = s;
             for (i, v) in row.iter().enumerate() {
                 // (in, out): column o of the matrix the product multiplies by.
-                q[i * out + o] = (v / s).round().clamp(-WEIGHT_LEVELS, WEIGHT_LEVELS) as i8;
+                q[i * out + o] = (v / s).round().clamp(-levels, levels) as i8;
             }
         }
         let q = NdTensorView::from_data([k, out], q.as_slice());
         let packed = INT8_GEMM.with(|g| g.prepack_b(q));
         let bias = bias.to_vec1()?;
-        Ok(Linear { weights: Weights::Int8Packed { packed, scale, inv_smooth, bias }, out })
+        Ok(Linear { weights: Weights::Int8 { packed, scale, inv_smooth, bias }, out })
     }
 
     /// `weight`: `(out, in)`, as stored; `range`: each input channel's estimated reach, when
@@ -246,21 +233,7 @@ impl Linear {
                 })??;
                 Weights::F32 { packed, bias: bias.to_vec1()?, half }
             }
-            Precision::Int8 if int8_packed() => return Self::int8_packed(weight, bias, range),
-            Precision::Int8 => {
-                let (_, k) = weight.dims2()?;
-                let (weight, inv_scale) = match range {
-                    Some(range) => {
-                        let (weight, inv) = smooth(weight, range)?;
-                        (weight, Some(inv))
-                    }
-                    None => (weight, None),
-                };
-                let padded_in = k.next_multiple_of(INT8_BLOCK);
-                let weight = weight.pad_with_zeros(1, 0, padded_in - k)?;
-                let q = QTensor::quantize(&weight, GgmlDType::Q8_0)?;
-                Weights::Int8 { matmul: QMatMul::from_qtensor(q)?, padded_in, inv_scale, bias }
-            }
+            Precision::Int8 => return Self::int8(weight, bias, range),
         };
         Ok(Linear { weights, out })
     }
@@ -298,17 +271,30 @@ impl Linear {
                 unsafe { y.set_len(b * s * self.out) };
                 Tensor::from_vec(y, (b, s, self.out), x.device())
             }
-            Weights::Int8Packed { packed, scale, inv_smooth, bias } => {
+            Weights::Int8 { packed, scale, inv_smooth, bias } => {
                 let (rows, n) = (b * s, self.out);
                 let mut q = vec![0u8; rows * k];
                 let mut row_scale = vec![0f32; rows];
+                // A query's few rows are quantised on the calling thread: waking a 16-thread
+                // pool for each of them cost more than the work (kernels::INLINE_ELEMENTS).
+                let inline = rows * k.max(n) < kernels::INLINE_ELEMENTS;
                 kernels::with_f32(&x, |x| {
                     let inv = inv_smooth.as_deref();
-                    q.par_chunks_mut(k)
-                        .zip(x.par_chunks(k))
-                        .zip(row_scale.par_iter_mut())
-                        .with_min_len(8)
-                        .for_each(|((q, row), scale)| *scale = quantize_row(row, inv, q));
+                    let quantize = |((q, row), scale): ((&mut [u8], &[f32]), &mut f32)| {
+                        *scale = quantize_row(row, inv, q)
+                    };
+                    if inline {
+                        q.chunks_mut(k)
+                            .zip(x.chunks(k))
+                            .zip(row_scale.iter_mut())
+                            .for_each(quantize)
+                    } else {
+                        q.par_chunks_mut(k)
+                            .zip(x.par_chunks(k))
+                            .zip(row_scale.par_iter_mut())
+                            .with_min_len(8)
+                            .for_each(quantize)
+                    }
                 })?;
                 let zero = vec![ACTIVATION_ZERO; rows];
                 let mut acc = Vec::with_capacity(rows * n);
@@ -328,22 +314,19 @@ impl Linear {
                 // SAFETY: `gemm_uninit` succeeded, and it writes every element of its output.
                 unsafe { acc.set_len(rows * n) };
                 let mut y = vec![0f32; rows * n];
-                y.par_chunks_mut(n)
-                    .zip(acc.par_chunks(n))
-                    .zip(row_scale.par_iter())
-                    .with_min_len(8)
-                    .for_each(|((y, acc), row_scale)| {
-                        dequantize_row(acc, *row_scale, scale, bias, y)
-                    });
-                Tensor::from_vec(y, (b, s, n), x.device())
-            }
-            Weights::Int8 { matmul, padded_in, inv_scale, bias } => {
-                let x = match inv_scale {
-                    Some(inv_scale) => x.broadcast_mul(inv_scale)?,
-                    None => x,
+                let dequantize = |((y, acc), row_scale): ((&mut [f32], &[i32]), &f32)| {
+                    dequantize_row(acc, *row_scale, scale, bias, y)
                 };
-                let y = matmul.forward(&x.pad_with_zeros(1, 0, padded_in - k)?)?;
-                y.broadcast_add(bias)?.reshape((b, s, ()))
+                if inline {
+                    y.chunks_mut(n).zip(acc.chunks(n)).zip(row_scale.iter()).for_each(dequantize)
+                } else {
+                    y.par_chunks_mut(n)
+                        .zip(acc.par_chunks(n))
+                        .zip(row_scale.par_iter())
+                        .with_min_len(8)
+                        .for_each(dequantize)
+                }
+                Tensor::from_vec(y, (b, s, n), x.device())
             }
         }
     }
@@ -351,7 +334,7 @@ impl Linear {
 
 /// The zero point of every quantised activation: they are symmetric around it, ±127.
 /// (rten-gemm 0.27 mishandles zero points that differ from row to row past its first tile
-/// of rows; `int8_packed_matches_the_f32_product_within_its_quantisation` multiplies 40 rows.)
+/// of rows; `int8_matches_the_f32_product_within_its_quantisation` multiplies 40 rows.)
 const ACTIVATION_ZERO: u8 = 128;
 
 /// `row` (times `inv_smooth` per channel, if given) quantised to `out` as `u8` around
@@ -417,8 +400,8 @@ struct LayerNorm {
 
 impl LayerNorm {
     /// `x ← LayerNorm(x + residual)`, in place on `x`, which must not be shared.
-    fn add_forward_(&self, x: &Tensor, residual: &Tensor, pool: Pool) -> Result<()> {
-        kernels::add_layer_norm_(x, residual, &self.params, self.eps, pool)
+    fn add_forward_(&self, x: &Tensor, residual: &Tensor) -> Result<()> {
+        kernels::add_layer_norm_(x, residual, &self.params, self.eps)
     }
 }
 
@@ -463,14 +446,14 @@ impl Layer {
 
     /// `x`: (batch, seq, hidden); text `i` is its first `lengths[i]` tokens; `short` as
     /// [`Linear::forward`]'s.
-    fn forward(&self, x: &Tensor, lengths: &[usize], short: bool, pool: Pool) -> Result<Tensor> {
-        let ctx = kernels::attention(&self.qkv.forward(x, short)?, self.heads, lengths, pool)?;
+    fn forward(&self, x: &Tensor, lengths: &[usize], short: bool) -> Result<Tensor> {
+        let ctx = kernels::attention(&self.qkv.forward(x, short)?, self.heads, lengths)?;
         let x1 = self.attn_out.forward(&ctx, short)?;
-        self.attn_norm.add_forward_(&x1, x, pool)?;
+        self.attn_norm.add_forward_(&x1, x)?;
         let inter = self.inter.forward(&x1, short)?;
-        kernels::gelu_erf_(&inter, pool)?;
+        kernels::gelu_erf_(&inter)?;
         let x2 = self.out.forward(&inter, short)?;
-        self.out_norm.add_forward_(&x2, &x1, pool)?;
+        self.out_norm.add_forward_(&x2, &x1)?;
         Ok(x2)
     }
 }
@@ -482,8 +465,6 @@ pub struct Bert {
     token_type: Embedding,
     norm: LayerNorm,
     layers: Vec<Layer>,
-    /// Where the steps between products run: the pool of the products (`kernels::Pool`).
-    pool: Pool,
 }
 
 impl Bert {
@@ -543,10 +524,6 @@ impl Bert {
                     })
                     .collect::<Result<Vec<_>>>()
             })?,
-            pool: match precision {
-                Precision::Int8 if !int8_packed() => Pool::Barrier,
-                _ => Pool::Rayon,
-            },
         })
     }
 
@@ -562,10 +539,10 @@ impl Bert {
         let positions = Tensor::arange(0u32, s as u32, ids.device())?.unsqueeze(0)?;
         let x = self.word.forward(ids)?.broadcast_add(&self.position.forward(&positions)?)?;
         let types = self.token_type.forward(&ids.zeros_like()?)?;
-        self.norm.add_forward_(&x, &types, self.pool)?;
+        self.norm.add_forward_(&x, &types)?;
         let mut x = x;
         for layer in &self.layers {
-            x = layer.forward(&x, lengths, short, self.pool)?;
+            x = layer.forward(&x, lengths, short)?;
         }
         Ok(x)
     }

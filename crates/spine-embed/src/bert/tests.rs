@@ -5,7 +5,7 @@ use candle_core::Device;
 /// quantisations allow, on 40 rows (past the kernels' first tile of rows: rten-gemm
 /// 0.27 got rows past it wrong when their zero points differed) and an outlier channel.
 #[test]
-fn int8_packed_matches_the_f32_product_within_its_quantisation() -> Result<()> {
+fn int8_matches_the_f32_product_within_its_quantisation() -> Result<()> {
     let (rows, k, n) = (40, 96, 48);
     let w: Vec<f32> = (0..n * k).map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0).collect();
     let x: Vec<f32> = (0..rows * k)
@@ -14,7 +14,7 @@ fn int8_packed_matches_the_f32_product_within_its_quantisation() -> Result<()> {
     let bias: Vec<f32> = (0..n).map(|i| i as f32 / 10.0).collect();
     let cpu = &Device::Cpu;
     let weight = Tensor::from_vec(w.clone(), (n, k), cpu)?;
-    let layer = Linear::int8_packed(weight, Tensor::from_vec(bias.clone(), n, cpu)?, None)?;
+    let layer = Linear::int8(weight, Tensor::from_vec(bias.clone(), n, cpu)?, None)?;
     let y = layer.forward(&Tensor::from_vec(x.clone(), (2, rows / 2, k), cpu)?, false)?;
     assert_eq!(y.dims(), [2, rows / 2, n]);
     let y = y.flatten_all()?.to_vec1::<f32>()?;
@@ -24,7 +24,7 @@ fn int8_packed_matches_the_f32_product_within_its_quantisation() -> Result<()> {
         let dx = max(xr) / 127.0 / 2.0;
         for o in 0..n {
             let wo = &w[o * k..(o + 1) * k];
-            let dw = max(wo) / WEIGHT_LEVELS / 2.0;
+            let dw = max(wo) / weight_levels() / 2.0;
             let want: f32 = xr.iter().zip(wo).map(|(a, b)| a * b).sum::<f32>() + bias[o];
             let bound: f32 =
                 xr.iter().zip(wo).map(|(a, b)| a.abs() * dw + b.abs() * dx + dx * dw).sum();

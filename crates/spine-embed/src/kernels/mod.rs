@@ -2,8 +2,7 @@
 //!
 //! candle runs GELU's `erf` and softmax's `exp` one element at a time through libm (for a
 //! 200-token text about a fifth of a forward pass, `perf`), and its attention products and
-//! LayerNorm on rayon while its int8 products use its own barrier pool, whose worker spins
-//! while rayon's threads run: three busy threads on two cores. Here:
+//! LayerNorm on rayon. Here:
 //! - `exp` and `erf` are branch-free polynomials that the compiler vectorises for the CPU at
 //!   hand (`multiversion` compiles each loop for AVX-512, AVX2 + FMA, NEON and the baseline
 //!   and picks one at run time);
@@ -12,8 +11,8 @@
 //!   single-threaded `gemm` calls, reading query, key and value straight out of the fused
 //!   projection, so nothing is permuted or copied;
 //! - the residual sum and LayerNorm are one pass;
-//! - all of it is split across the pool the products around it use ([`Pool`]), the calling
-//!   thread included, so that no pool's workers spin while another's compute.
+//! - all of it is split across the rayon pool the products around it use (the pass's own),
+//!   the calling thread included.
 //!
 //! Accuracy: `exp` within ~2e-7 relative (Cody–Waite reduction, degree-7 Taylor on
 //! |r| ≤ ln 2 / 2), `erf` within 1.5e-7 absolute (Abramowitz & Stegun 7.1.26); the
@@ -28,71 +27,43 @@ use candle_core::{CpuStorage, InplaceOp1, Layout, Result, Shape, Tensor};
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-/// The worker threads a kernel splits its work across: those of the matrix products around
-/// it. candle's f32 products run on rayon, its int8 products on its own barrier pool, whose
-/// workers spin for a while after each task; work handed to the other pool would compete
-/// with them for the cores (a short query's f32 pass took 20 instead of 17 ms that way).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pool {
-    Rayon,
-    Barrier,
-}
-
-impl Pool {
-    /// Runs `f` over `0..n` split in ranges, on this pool's threads and the caller's.
-    fn run(self, n: usize, f: impl Fn(Range<usize>) + Sync) {
-        match self {
-            Pool::Barrier => candle_core::utils::barrier_pool().execute_chunked(n, f),
-            Pool::Rayon => {
-                // A few ranges per thread balance uneven units (texts of different lengths).
-                let chunk = n.div_ceil(rayon::current_num_threads() * 4).max(1);
-                (0..n.div_ceil(chunk))
-                    .into_par_iter()
-                    .for_each(|c| f(c * chunk..n.min((c + 1) * chunk)));
-            }
-        }
-    }
+/// Runs `f` over `0..n` split in ranges, on the current rayon pool's threads and the
+/// caller's.
+fn par_ranges(n: usize, f: impl Fn(Range<usize>) + Sync) {
+    // A few ranges per thread balance uneven units (texts of different lengths).
+    let chunk = n.div_ceil(rayon::current_num_threads() * 4).max(1);
+    (0..n.div_ceil(chunk)).into_par_iter().for_each(|c| f(c * chunk..n.min((c + 1) * chunk)));
 }
 
 /// GELU with the exact (erf) form, in place: `x · Φ(x)`.
-pub fn gelu_erf_(x: &Tensor, pool: Pool) -> Result<()> {
-    x.inplace_op1(&Gelu { pool })
+pub fn gelu_erf_(x: &Tensor) -> Result<()> {
+    x.inplace_op1(&Gelu)
 }
 
-struct Gelu {
-    pool: Pool,
-}
+struct Gelu;
 
 /// Multi-head self-attention over the fused projection `qkv` (batch, seq, 3·hidden): each
 /// row holds the queries (pre-scaled by 1/√head_dim), keys and values of its token, heads
 /// side by side. Text `i` attends over its first `lengths[i]` tokens; rows past its length
 /// come out zero (mean pooling ignores them, and nothing real attends to them). Returns the
 /// context (batch, seq, hidden).
-pub fn attention(qkv: &Tensor, heads: usize, lengths: &[usize], pool: Pool) -> Result<Tensor> {
-    qkv.apply_op1_no_bwd(&Attention { heads, lengths: lengths.to_vec(), pool })
+pub fn attention(qkv: &Tensor, heads: usize, lengths: &[usize]) -> Result<Tensor> {
+    qkv.apply_op1_no_bwd(&Attention { heads, lengths: lengths.to_vec() })
 }
 
 /// `x ← LayerNorm(x + residual) · γ + β` over the last dimension, in place on `x`;
 /// `params`: (2, hidden), γ then β.
-pub fn add_layer_norm_(
-    x: &Tensor,
-    residual: &Tensor,
-    params: &Tensor,
-    eps: f32,
-    pool: Pool,
-) -> Result<()> {
-    x.inplace_op3(residual, params, &AddLayerNorm { eps, pool })
+pub fn add_layer_norm_(x: &Tensor, residual: &Tensor, params: &Tensor, eps: f32) -> Result<()> {
+    x.inplace_op3(residual, params, &AddLayerNorm { eps })
 }
 
 struct Attention {
     heads: usize,
     lengths: Vec<usize>,
-    pool: Pool,
 }
 
 struct AddLayerNorm {
     eps: f32,
-    pool: Pool,
 }
 
 impl candle_core::CustomOp1 for Attention {
@@ -173,7 +144,7 @@ impl candle_core::CustomOp1 for Attention {
         if work < INLINE_ELEMENTS * 16 {
             run(0..b * heads);
         } else {
-            self.pool.run(b * heads, run);
+            par_ranges(b * heads, run);
         }
         Ok((CpuStorage::F32(out), Shape::from((b, s, h))))
     }
@@ -263,7 +234,7 @@ impl candle_core::InplaceOp3 for AddLayerNorm {
         };
         let (gamma, beta) = params.split_at(n);
         let eps = self.eps;
-        in_parallel(self.pool, xs, n * 2048usize.div_ceil(n), |offset, piece| {
+        in_parallel(xs, n * 2048usize.div_ceil(n), |offset, piece| {
             let residual = &residual[offset..offset + piece.len()];
             for (row, res) in piece.chunks_exact_mut(n).zip(residual.chunks_exact(n)) {
                 add_layer_norm_row(row, res, gamma, beta, eps);
@@ -306,7 +277,7 @@ impl InplaceOp1 for Gelu {
 
     fn cpu_fwd(&self, storage: &mut CpuStorage, layout: &Layout) -> Result<()> {
         let xs = contiguous_f32(storage, layout, self.name())?;
-        in_parallel(self.pool, xs, 4096, |_, piece| gelu_slice(piece));
+        in_parallel(xs, 4096, |_, piece| gelu_slice(piece));
         Ok(())
     }
 }
@@ -314,11 +285,11 @@ impl InplaceOp1 for Gelu {
 /// Below this many elements a step between the products runs on the calling thread alone:
 /// waking the pool's threads for it costs more than it saves (a short query's pass has ~24
 /// such steps).
-const INLINE_ELEMENTS: usize = 32 * 1024;
+pub(crate) const INLINE_ELEMENTS: usize = 32 * 1024;
 
 /// Runs `f(offset, piece)` over pieces of `xs` of `piece` elements (the last one shorter)
-/// on `pool`, the calling thread included.
-fn in_parallel(pool: Pool, xs: &mut [f32], piece: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
+/// on the current rayon pool, the calling thread included.
+fn in_parallel(xs: &mut [f32], piece: usize, f: impl Fn(usize, &mut [f32]) + Sync) {
     let len = xs.len();
     let pieces = len.div_ceil(piece);
     if pieces <= 1 || len < INLINE_ELEMENTS {
@@ -326,7 +297,7 @@ fn in_parallel(pool: Pool, xs: &mut [f32], piece: usize, f: impl Fn(usize, &mut 
         return;
     }
     let base = SendPtr(xs.as_mut_ptr());
-    pool.run(pieces, |range| {
+    par_ranges(pieces, |range| {
         for i in range {
             let start = i * piece;
             let end = len.min(start + piece);

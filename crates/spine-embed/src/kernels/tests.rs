@@ -80,12 +80,10 @@ fn gelu_matches_candle_on_a_tensor() -> Result<()> {
 
 fn gelu_matches_candle_on(rows: usize) -> Result<()> {
     let y = ((Tensor::rand(0f32, 1.0, (2, rows, 1536), &Device::Cpu)? - 0.5)? * 16.0)?;
-    for pool in [Pool::Rayon, Pool::Barrier] {
-        let ours = y.copy()?;
-        gelu_erf_(&ours, pool)?;
-        let diff = max_diff(&ours, &y.gelu_erf()?)?;
-        assert!(diff < 1e-6, "gelu differs by {diff} on {pool:?}");
-    }
+    let ours = y.copy()?;
+    gelu_erf_(&ours)?;
+    let diff = max_diff(&ours, &y.gelu_erf()?)?;
+    assert!(diff < 1e-6, "gelu differs by {diff}");
     Ok(())
 }
 
@@ -106,12 +104,10 @@ fn add_layer_norm_matches_candle_on(rows: usize) -> Result<()> {
     let beta = Tensor::rand(-1f32, 1.0, 384, &dev)?;
     let expected = candle_nn::ops::layer_norm(&(&x + &r)?, &gamma, &beta, 1e-12)?;
     let params = Tensor::stack(&[&gamma, &beta], 0)?;
-    for pool in [Pool::Rayon, Pool::Barrier] {
-        let ours = x.copy()?;
-        add_layer_norm_(&ours, &r, &params, 1e-12, pool)?;
-        let diff = max_diff(&ours, &expected)?;
-        assert!(diff < 1e-5, "layer norm differs by {diff} on {pool:?}");
-    }
+    let ours = x.copy()?;
+    add_layer_norm_(&ours, &r, &params, 1e-12)?;
+    let diff = max_diff(&ours, &expected)?;
+    assert!(diff < 1e-5, "layer norm differs by {diff}");
     Ok(())
 }
 
@@ -145,12 +141,10 @@ fn attention_matches_the_plain_computation() -> Result<()> {
     {
         let qkv = ((Tensor::rand(0f32, 1.0, (lengths.len(), s, 3 * 96), &dev)? - 0.5)? * 4.0)?;
         let expected = reference_attention(&qkv, 3, &lengths)?;
-        for pool in [Pool::Rayon, Pool::Barrier] {
-            let diff = max_diff(&attention(&qkv, 3, &lengths, pool)?, &expected)?;
-            assert!(diff < 1e-5, "attention differs by {diff} for {lengths:?} on {pool:?}");
-        }
+        let diff = max_diff(&attention(&qkv, 3, &lengths)?, &expected)?;
+        assert!(diff < 1e-5, "attention differs by {diff} for {lengths:?}");
     }
     let qkv = Tensor::zeros((1, 4, 9), candle_core::DType::F32, &dev)?;
-    assert!(attention(&qkv, 3, &[5], Pool::Rayon).is_err(), "a length past the sequence");
+    assert!(attention(&qkv, 3, &[5]).is_err(), "a length past the sequence");
     Ok(())
 }
