@@ -321,7 +321,6 @@ impl BuiltinEmbedder {
             mask.extend(std::iter::repeat_n(0u32, pad));
         }
         let ids = Tensor::from_vec(ids, (rows, cols), &Device::Cpu).map_err(infer)?;
-        let mask = Tensor::from_vec(mask, (rows, cols), &Device::Cpu).map_err(infer)?;
         let span = tracing::trace_span!("embed.forward").entered();
         let lengths: Vec<usize> = encodings.iter().map(|e| e.get_ids().len()).collect();
         // (rows, cols, dims)
@@ -329,14 +328,34 @@ impl BuiltinEmbedder {
         drop(span);
         let _span = tracing::trace_span!("embed.pool").entered();
 
-        // Mean pooling over real tokens, then L2 normalisation (sentence-transformers).
-        let m = mask.to_dtype(DType::F32).map_err(infer)?.unsqueeze(2).map_err(infer)?;
-        let summed = hidden.broadcast_mul(&m).map_err(infer)?.sum(1).map_err(infer)?;
-        let counts = m.sum(1).map_err(infer)?.clamp(1e-9, f32::MAX).map_err(infer)?;
-        let mean = summed.broadcast_div(&counts).map_err(infer)?;
-        let norm = mean.sqr().map_err(infer)?.sum_keepdim(1).map_err(infer)?;
-        let norm = norm.sqrt().map_err(infer)?.clamp(1e-12, f32::MAX).map_err(infer)?;
-        mean.broadcast_div(&norm).map_err(infer)?.to_vec2::<f32>().map_err(infer)
+        // Mean pooling over real tokens, then L2 normalisation (sentence-transformers), in
+        // plain loops: candle's element-wise operations split tensors of 64k values or more
+        // (a long note's hidden state) across its one process-wide barrier pool, where
+        // concurrent passes queue for each other.
+        let dims = hidden.dim(2).map_err(infer)?;
+        if cols == 0 {
+            return Ok(vec![vec![0f32; dims]; rows]);
+        }
+        let pooled = kernels::with_f32(&hidden, |hidden| {
+            let mut out = Vec::with_capacity(rows);
+            for (text, mask) in hidden.chunks_exact(cols * dims).zip(mask.chunks_exact(cols)) {
+                let mut sum = vec![0f32; dims];
+                let mut count = 0f32;
+                for (token, &m) in text.chunks_exact(dims).zip(mask) {
+                    if m != 0 {
+                        sum.iter_mut().zip(token).for_each(|(s, v)| *s += v);
+                        count += 1.0;
+                    }
+                }
+                let count = count.max(1e-9);
+                sum.iter_mut().for_each(|s| *s /= count);
+                let norm = sum.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+                sum.iter_mut().for_each(|s| *s /= norm);
+                out.push(sum);
+            }
+            out
+        });
+        pooled.map_err(infer)
     }
 }
 

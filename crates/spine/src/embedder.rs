@@ -159,8 +159,8 @@ impl PrecisionArg {
                 if !Precision::int8_is_fast() {
                     tracing::warn!(
                         "--embed-precision int8 without VNNI on this CPU: 7-bit weights on \
-                         AVX2 kernels, faster than f32 but recall@10 0.1-0.2 points lower on \
-                         the evaluation corpora (docs/embeddings.md)"
+                         AVX2 kernels, faster than f32 but recall@10 on the code evaluation \
+                         corpus 0.5 points lower (docs/embeddings.md)"
                     );
                 }
                 Precision::Int8

@@ -34,22 +34,34 @@ impl MappedEmbedding {
         Ok(MappedEmbedding { file, name, rows, dims })
     }
 
-    /// `ids`: (batch, seq) u32 → (batch, seq, dims): each id's row.
-    pub(super) fn forward(&self, ids: &Tensor) -> Result<Tensor> {
+    /// `ids`: (batch, seq) u32 → (batch, seq, dims): each id's row plus the row of
+    /// `positions` (`(max positions, dims)`, row by row) for its place in the sequence.
+    pub(super) fn forward(&self, ids: &Tensor, positions: &[f32]) -> Result<Tensor> {
         let (b, s) = ids.dims2()?;
+        if positions.len() < s * self.dims {
+            candle_core::bail!(
+                "{s} tokens exceed the model's {} positions",
+                positions.len() / self.dims
+            );
+        }
         let table = self.file.get(&self.name)?;
         let table = table.data();
         let row_bytes = self.dims * 4;
         let mut out = Vec::with_capacity(b * s * self.dims);
-        for id in ids.flatten_all()?.to_vec1::<u32>()? {
+        for (i, id) in ids.flatten_all()?.to_vec1::<u32>()?.into_iter().enumerate() {
             let id = id as usize;
             if id >= self.rows {
                 candle_core::bail!("token id {id} is outside the vocabulary of {}", self.rows);
             }
             let row = &table[id * row_bytes..(id + 1) * row_bytes];
+            let position = &positions[(i % s) * self.dims..][..self.dims];
             // The file's bytes are little-endian f32 at any alignment: decoded value by value
             // (a plain copy on little-endian CPUs).
-            out.extend(row.chunks_exact(4).map(|v| f32::from_le_bytes([v[0], v[1], v[2], v[3]])));
+            out.extend(
+                row.chunks_exact(4)
+                    .zip(position)
+                    .map(|(v, p)| f32::from_le_bytes([v[0], v[1], v[2], v[3]]) + p),
+            );
         }
         Tensor::from_vec(out, (b, s, self.dims), ids.device())
     }

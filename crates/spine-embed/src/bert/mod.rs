@@ -461,7 +461,11 @@ impl Layer {
 /// The encoder.
 pub struct Bert {
     word: MappedEmbedding,
-    position: Embedding,
+    /// The position embeddings, `(max_position_embeddings, hidden)` row by row: added to the
+    /// word rows as they are gathered (`MappedEmbedding::forward`), not by candle's
+    /// element-wise add, which splits tensors of 64k values or more across candle's one
+    /// process-wide barrier pool (a long note's pass queued there for every other's).
+    position: Vec<f32>,
     token_type: Embedding,
     norm: LayerNorm,
     layers: Vec<Layer>,
@@ -493,11 +497,11 @@ impl Bert {
                 c.vocab_size,
                 h,
             )?,
-            position: candle_nn::embedding(
-                c.max_position_embeddings,
-                h,
-                emb.pp("position_embeddings"),
-            )?,
+            position: emb
+                .pp("position_embeddings")
+                .get((c.max_position_embeddings, h), "weight")?
+                .flatten_all()?
+                .to_vec1()?,
             token_type: candle_nn::embedding(
                 c.type_vocab_size,
                 h,
@@ -536,8 +540,7 @@ impl Bert {
     pub fn forward(&self, ids: &Tensor, lengths: &[usize]) -> Result<Tensor> {
         let (_, s) = ids.dims2()?;
         let short = s <= kernels::halves::MAX_TOKENS;
-        let positions = Tensor::arange(0u32, s as u32, ids.device())?.unsqueeze(0)?;
-        let x = self.word.forward(ids)?.broadcast_add(&self.position.forward(&positions)?)?;
+        let x = self.word.forward(ids, &self.position)?;
         let types = self.token_type.forward(&ids.zeros_like()?)?;
         self.norm.add_forward_(&x, &types)?;
         let mut x = x;
