@@ -44,7 +44,7 @@
 //! texts (the built-in model's vectors do not depend on what they are batched with, see
 //! its `batching_and_padding_do_not_change_vectors` test), in order, or an error.
 
-use std::collections::HashMap;
+use std::sync::mpsc::{SyncSender, sync_channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use crate::{EmbedError, Embedder};
@@ -74,10 +74,13 @@ pub const PASS_CHARS: usize = 1024;
 type Outcome = Result<Vec<Vec<f32>>, EmbedError>;
 
 struct Job {
-    id: u64,
     texts: Vec<String>,
     /// Characters of all its texts.
     chars: usize,
+    /// Where its caller waits for the outcome: one channel per request, so that a finished
+    /// pass wakes only its own callers (with one condition variable for all, every pass
+    /// woke every waiting caller, 50 of them under 50 sessions, to look for its result).
+    reply: SyncSender<Outcome>,
 }
 
 /// The two lanes, as indices into [`State::queues`] and [`Shared::queued`].
@@ -111,11 +114,8 @@ impl Lane {
 
 #[derive(Default)]
 struct State {
-    next_id: u64,
     /// Requests waiting for a pass, per lane, oldest first.
     queues: [Vec<Job>; 2],
-    /// Finished requests not yet collected by their caller.
-    done: HashMap<u64, Outcome>,
     /// The batcher is being dropped: each worker ends once its queue is empty.
     stop: bool,
     /// Per lane: its workers, and those of them running a pass now.
@@ -155,8 +155,6 @@ struct Shared<E> {
     state: Mutex<State>,
     /// Per lane, signalled when a request is queued (or on stop): wakes its worker.
     queued: [Condvar; 2],
-    /// Signalled when a pass ends: wakes its callers.
-    finished: Condvar,
 }
 
 impl<E> Shared<E> {
@@ -202,7 +200,6 @@ impl<E: Embedder + 'static> BatchingEmbedder<E> {
             inner,
             state: Mutex::default(),
             queued: [Condvar::new(), Condvar::new()],
-            finished: Condvar::new(),
         });
         let mut workers = Vec::new();
         for lane in [Lane::Short, Lane::Long] {
@@ -327,8 +324,12 @@ fn work<E: Embedder>(shared: &Shared<E>, lane: Lane, wide: &rayon::ThreadPool, n
         };
         state = shared.lock();
         state.busy[lane as usize] -= 1;
-        state.done.extend(jobs.iter().map(|j| j.id).zip(outcomes));
-        shared.finished.notify_all();
+        drop(state);
+        for (job, outcome) in jobs.iter().zip(outcomes) {
+            // A caller that is gone (it cannot be: it waits until answered) needs nothing.
+            let _ = job.reply.send(outcome);
+        }
+        state = shared.lock();
     }
 }
 
@@ -407,17 +408,16 @@ impl<E: Embedder + 'static> Embedder for BatchingEmbedder<E> {
         let chars = texts.iter().map(|t| t.chars().count()).sum();
         let owned: Vec<String> = texts.iter().map(|t| t.to_string()).collect();
         let lane = Lane::of(chars) as usize;
+        let (reply, outcome) = sync_channel(1);
         let mut state = shared.lock();
-        let id = state.next_id;
-        state.next_id += 1;
-        state.queues[lane].push(Job { id, texts: owned, chars });
+        state.queues[lane].push(Job { texts: owned, chars, reply });
         shared.queued[lane].notify_one();
-        loop {
-            if let Some(outcome) = state.done.remove(&id) {
-                return outcome;
-            }
-            state = shared.finished.wait(state).unwrap_or_else(|p| p.into_inner());
-        }
+        drop(state);
+        // Every queued request is answered (workers end only once their queue is empty);
+        // a worker that died without answering drops the sender.
+        outcome.recv().unwrap_or_else(|_| {
+            Err(EmbedError::Inference("the embedding worker stopped before answering".into()))
+        })
     }
 }
 
