@@ -135,8 +135,9 @@ fn int8_vectors_agree_with_f32() {
         "x",
     ];
     let exact = f32_model().embed(&texts).unwrap();
-    // Without VNNI the weights have 7 bits instead of 8 (`Precision::Int8`).
-    let floor = if Precision::int8_is_fast() { 0.99 } else { 0.985 };
+    // 7-bit weights without VNNI (worst seen 0.988), 8-bit with: the same floor for both,
+    // since activations, quantised per token, weigh as much as the weights.
+    let floor = 0.985;
     let mut worst = 1f32;
     for (together, alone) in [(int8.embed(&texts).unwrap(), false), (Vec::new(), true)] {
         for (i, want) in exact.iter().enumerate() {
