@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Recall at f32 and int8 on the eval corpora (code and prose). Needs .device/ (model) already there.
+# Recall at f32 and int8 on the eval corpora (code and prose), from .devq/ (pack-eval.sh). Run it
+# in a call carrying [".devq"] right after run-two.sh on the same warm machine: it reads the
+# model run-two.sh left in /tmp/spw/model (.device/ itself is removed there by such a call).
 set -u
 OUT=${OUT:-$(mktemp -d)}; mkdir -p "$OUT"; exec > >(tee "$OUT/eval.txt") 2>&1
 Q=.devq; P=.device; W=/tmp/spq; M=$W/model; mkdir -p $W/bin $M $W/cargo/registry/src/local
