@@ -76,14 +76,45 @@ pub const NEIGHBOUR_WEIGHT: f32 = 0.5;
 /// Records whose lexical terms a [`TermCache`] keeps (about 8 MB at ~60 terms a record).
 pub const TERM_CACHE_RECORDS: usize = 8192;
 
-/// An LRU cache of records' lexical terms, keyed by record id and a hash of the text the terms
-/// come from (content, summary, tags), shared by the searches of one service.
+/// A record's lexical terms as BM25 reads them: how many there are, and how often each
+/// distinct one occurs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TermCounts {
+    /// The number of terms (the document length).
+    len: usize,
+    /// Each distinct term with its count, sorted by term.
+    counts: Vec<(String, u32)>,
+}
+
+impl TermCounts {
+    /// The counts of `terms`.
+    pub fn new(mut terms: Vec<String>) -> Self {
+        let len = terms.len();
+        terms.sort_unstable();
+        let mut counts: Vec<(String, u32)> = Vec::new();
+        for t in terms {
+            match counts.last_mut() {
+                Some((last, n)) if *last == t => *n += 1,
+                _ => counts.push((t, 1)),
+            }
+        }
+        TermCounts { len, counts }
+    }
+
+    /// How often `term` occurs.
+    pub fn count(&self, term: &str) -> u32 {
+        self.counts.binary_search_by(|(t, _)| t.as_str().cmp(term)).map_or(0, |i| self.counts[i].1)
+    }
+}
+
+/// An LRU cache of records' lexical term counts, keyed by record id and a hash of the text the
+/// terms come from (content, summary, tags), shared by the searches of one service.
 ///
 /// Tokenising a pool of a hundred records (splitting, lower-casing, stemming) is most of what
 /// the lexical step costs, and a scope that is searched is searched again. Invariant: cached
-/// terms are exactly `spine_core::lexical::record_terms` of that text — an edited record has
-/// another hash and is tokenised afresh — so the cache never changes a result.
-pub struct TermCache(Mutex<LruCache<TermKey, Arc<[String]>>>);
+/// counts are exactly those of `spine_core::lexical::record_terms` of that text — an edited
+/// record has another hash and is tokenised afresh — so the cache never changes a result.
+pub struct TermCache(Mutex<LruCache<TermKey, Arc<TermCounts>>>);
 
 /// A record's id and the hash of its content, summary and tags.
 type TermKey = (RecordId, u64);
@@ -97,8 +128,8 @@ impl Default for TermCache {
 }
 
 impl TermCache {
-    /// The terms of `m`, from the cache or tokenised now.
-    pub fn terms(&self, m: &spine_core::Memory) -> Arc<[String]> {
+    /// The term counts of `m`, from the cache or tokenised now.
+    pub fn terms(&self, m: &spine_core::Memory) -> Arc<TermCounts> {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         (&m.content, &m.summary, &m.tags).hash(&mut h);
         let key = (m.id, h.finish());
@@ -106,8 +137,9 @@ impl TermCache {
         if let Some(t) = lock().get(&key) {
             return t.clone();
         }
-        let t: Arc<[String]> =
-            spine_core::lexical::record_terms(&m.content, &m.summary, &m.tags).into();
+        let t = Arc::new(TermCounts::new(spine_core::lexical::record_terms(
+            &m.content, &m.summary, &m.tags,
+        )));
         lock().put(key, t.clone());
         t
     }
@@ -126,22 +158,15 @@ const B: f32 = 0.75;
 /// weight terms by how well they separate the candidates being ordered: a term every
 /// candidate shares moves none of them. IDF is the non-negative Lucene form
 /// `ln(1 + (N − df + 0.5) / (df + 0.5))`.
-pub fn bm25<D: AsRef<[String]>>(query_terms: &[String], docs: &[D]) -> Vec<f32> {
+pub fn bm25(query_terms: &[String], docs: &[&TermCounts]) -> Vec<f32> {
     let n = docs.len() as f32;
     if docs.is_empty() || query_terms.is_empty() {
         return vec![0.0; docs.len()];
     }
-    let avgdl = (docs.iter().map(|d| d.as_ref().len()).sum::<usize>() as f32 / n).max(1.0);
+    let avgdl = (docs.iter().map(|d| d.len).sum::<usize>() as f32 / n).max(1.0);
     // tf[d][q]: occurrences of query term q in document d.
-    let tf: Vec<Vec<f32>> = docs
-        .iter()
-        .map(|d| {
-            query_terms
-                .iter()
-                .map(|q| d.as_ref().iter().filter(|t| *t == q).count() as f32)
-                .collect()
-        })
-        .collect();
+    let tf: Vec<Vec<f32>> =
+        docs.iter().map(|d| query_terms.iter().map(|q| d.count(q) as f32).collect()).collect();
     let idf: Vec<f32> = (0..query_terms.len())
         .map(|q| {
             let df = tf.iter().filter(|d| d[q] > 0.0).count() as f32;
@@ -151,7 +176,7 @@ pub fn bm25<D: AsRef<[String]>>(query_terms: &[String], docs: &[D]) -> Vec<f32> 
     docs.iter()
         .zip(&tf)
         .map(|(d, tf)| {
-            let norm = K1 * (1.0 - B + B * d.as_ref().len() as f32 / avgdl);
+            let norm = K1 * (1.0 - B + B * d.len as f32 / avgdl);
             tf.iter().zip(&idf).map(|(f, idf)| idf * f * (K1 + 1.0) / (f + norm)).sum()
         })
         .collect()
@@ -344,13 +369,13 @@ impl Service {
         &self,
         pool: &[(f32, RecordId)],
         records: &HashMap<RecordId, spine_core::Memory>,
-        terms: &mut HashMap<RecordId, std::sync::Arc<[String]>>,
+        terms: &mut HashMap<RecordId, Arc<TermCounts>>,
         query_terms: &[String],
     ) -> Vec<Fused> {
         for (_, id) in pool {
             terms.entry(*id).or_insert_with(|| self.terms.terms(&records[id]));
         }
-        let docs: Vec<&[String]> = pool.iter().map(|(_, id)| &*terms[id]).collect();
+        let docs: Vec<&TermCounts> = pool.iter().map(|(_, id)| &*terms[id]).collect();
         let bm25 = bm25(query_terms, &docs);
         let lexical: Vec<(RecordId, f32)> =
             pool.iter().zip(bm25).filter(|(_, s)| *s > 0.0).map(|((_, id), s)| (*id, s)).collect();
@@ -415,36 +440,52 @@ mod tests {
         assert_eq!(order(&fuse(&pool, &[(id[1], 5.0)], LEXICAL_WEIGHT)), vec![id[1], id[0]]);
     }
 
-    fn terms(s: &str) -> Vec<String> {
-        spine_core::lexical::terms(s)
+    fn terms(s: &str) -> TermCounts {
+        TermCounts::new(spine_core::lexical::terms(s))
+    }
+
+    #[test]
+    fn term_counts_are_the_occurrences_of_each_term() {
+        let text = "parse_config reads the config file; the config file is parse_config's input";
+        let all = spine_core::lexical::terms(text);
+        let c = TermCounts::new(all.clone());
+        assert_eq!(c.len, all.len());
+        for t in &all {
+            assert_eq!(c.count(t) as usize, all.iter().filter(|x| *x == t).count(), "{t}");
+        }
+        assert!(c.count("config") >= 2);
+        assert_eq!(c.count("absent"), 0);
+        assert_eq!(TermCounts::new(vec![]).count("x"), 0);
     }
 
     #[test]
     fn bm25_rewards_rare_terms_and_repeats_and_ignores_absent_ones() {
-        let docs = vec![
+        let docs = [
             terms("retry the upload with backoff"),
             terms("the upload failed"),
             terms("parse_config reads the config file"),
             terms("parse_config parse_config twice"),
         ];
+        let docs: Vec<&TermCounts> = docs.iter().collect();
         let s = bm25(&spine_core::lexical::query_terms("parse_config upload"), &docs);
         assert!(s.iter().all(|x| *x > 0.0));
         assert!(s[3] > s[2], "a repeated term scores higher: {s:?}");
         let none = bm25(&spine_core::lexical::query_terms("nothing matches"), &docs);
         assert!(none.iter().all(|x| *x == 0.0));
         assert!(bm25(&[], &docs).iter().all(|x| *x == 0.0));
-        assert!(bm25::<Vec<String>>(&spine_core::lexical::query_terms("x"), &[]).is_empty());
+        assert!(bm25(&spine_core::lexical::query_terms("x"), &[]).is_empty());
     }
 
     #[test]
     fn bm25_weights_a_term_by_how_few_pool_documents_share_it() {
         // "shared" is in three of four documents, "rare" in one.
-        let docs = vec![
+        let docs = [
             terms("shared alpha"),
             terms("shared beta"),
             terms("shared gamma"),
             terms("rare delta"),
         ];
+        let docs: Vec<&TermCounts> = docs.iter().collect();
         let s = bm25(&spine_core::lexical::query_terms("shared rare"), &docs);
         assert!(s[3] > s[0] && s[0] == s[1] && s[1] == s[2], "{s:?}");
     }
