@@ -72,9 +72,24 @@ fn idle_readers() -> usize {
 /// without the embedding fell 0.3–0.7 ms at 2,000 records (2.4–3.1 → 1.7–2.8 ms) and ~1 ms
 /// at 10,000 (4.2–4.8 → 3.3–3.5 ms; `spine-bench search`, EPYC, runs interleaved). Pages
 /// are allocated as they are read, so a small store costs what it holds; at most 8 MiB per
-/// open connection. Memory-mapped I/O would share one copy between connections, but turns
-/// an I/O error into SIGBUS instead of an error.
+/// open connection. Beyond it, pages come from the memory map ([`MMAP_BYTES`]).
 const CACHE_KIB: i64 = 8 * 1024;
+
+/// How much of the database file each connection reads through a memory map (`PRAGMA
+/// mmap_size`; SQLite caps it at its compile-time limit, 2 GiB here).
+///
+/// Without it every page a connection's cache lacks is a `pread` and a copy, and each
+/// connection caches its own: on a 6,000-record store of 2,000-character notes (21 MB) a
+/// search made ~190 `pread`s (`strace`), most of its vector and body reads. Mapped, the
+/// pages are the OS page cache itself, shared by every connection and read without a
+/// system call: the server's CPU outside the embedder fell from 5.9–6.5 to 4.9–5.3 ms a
+/// search, and 4 sessions searching went from 141–156 to 159–173 calls/s (`spine-bench`'s
+/// device kit `rawload.py`, EPYC, runs alternated; docs/performance.md). SQLite only reads
+/// through the map (writes still go through the log), so durability is unchanged. The cost
+/// is the usual one of mapped files: an I/O error while reading a mapped page (a failing
+/// disk, the file truncated by another program) stops the process with SIGBUS where it would
+/// have been an error — as it already would for the WAL index, which SQLite always maps.
+const MMAP_BYTES: i64 = 2 << 30;
 
 /// `PRAGMA synchronous` of the write connection: a commit writes the log without flushing
 /// it; [`SqliteStore::write`] waits for the flush after letting the connection go (module
@@ -82,7 +97,8 @@ const CACHE_KIB: i64 = 8 * 1024;
 const COMMIT_SYNC: &str = "NORMAL";
 
 /// What every connection, the writer's and the readers', is opened with: the wait for a
-/// busy database, the page cache, and plans that do not depend on bound values.
+/// busy database, the page cache and memory map, and plans that do not depend on bound
+/// values.
 ///
 /// The last keeps cached statements compiled. SQLite marks a parameter whose value might
 /// change the plan (a bound LIMIT, `col = ?` on a column no index serves, …), and
@@ -95,6 +111,7 @@ fn open_connection(path: &Path) -> Result<Connection> {
     let conn = Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
+    conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
     conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     Ok(conn)
 }
@@ -299,6 +316,19 @@ mod tests {
         }
         let stmt = conn.prepare_cached(sql).unwrap();
         assert_eq!(stmt.get_status(rusqlite::StatementStatus::RePrepare), 0);
+    }
+
+    /// Readers and the writer read the file through a memory map (see [`MMAP_BYTES`]); the
+    /// bundled SQLite's limit (2 GiB) is what the setting is clamped to.
+    #[test]
+    fn every_connection_reads_through_a_memory_map() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let mapped = |c: &Connection| -> i64 {
+            c.pragma_query_value(None, "mmap_size", |r| r.get(0)).unwrap()
+        };
+        assert!(mapped(&store.read().unwrap()) >= 1 << 30);
+        assert!(mapped(&store.lock()) >= 1 << 30);
     }
 
     /// A read goes through its own connection: it answers while a write holds the write
