@@ -188,7 +188,14 @@ impl SqliteStore {
             StoreError::Io(format!("cannot create data directory {}: {e}", data_dir.display()))
         })?;
         let path = data_dir.join(DB_FILE);
-        let conn = open_connection(&path)?;
+        let mut conn = open_connection(&path)?;
+        // A transaction that reads before it writes (update_memory's ownership check) would
+        // otherwise start as a reader and upgrade at its first write; SQLite answers an
+        // upgrade that finds the write lock taken with SQLITE_BUSY at once, without the
+        // busy wait, and another connection takes that lock now and then (a reader
+        // rebuilding a torn WAL-index header, another process writing). Taking the write
+        // lock at BEGIN waits for it like any other write.
+        conn.set_transaction_behavior(rusqlite::TransactionBehavior::Immediate);
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", COMMIT_SYNC)?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
@@ -329,6 +336,40 @@ mod tests {
         };
         assert!(mapped(&store.read().unwrap()) >= 1 << 30);
         assert!(mapped(&store.lock()) >= 1 << 30);
+    }
+
+    /// A write transaction that reads first waits for a write lock another connection
+    /// holds, as a plain write does, instead of failing with "database is locked" when it
+    /// comes to write.
+    #[test]
+    fn a_write_that_reads_first_waits_for_another_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let other = Connection::open(dir.path().join(DB_FILE)).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let held = std::sync::Barrier::new(2);
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            let held = &held;
+            s.spawn(move || {
+                held.wait();
+                // Long enough that the write below meets the lock; the busy wait outlasts it.
+                let _ = released.recv_timeout(Duration::from_millis(150));
+                other.execute_batch("COMMIT").unwrap();
+            });
+            held.wait();
+            let n: i64 = store
+                .write(|conn| {
+                    let tx = conn.transaction()?;
+                    let n = tx.query_row("SELECT count(*) FROM memories", [], |r| r.get(0))?;
+                    tx.execute("CREATE TABLE t (a INTEGER)", [])?;
+                    tx.commit()?;
+                    Ok(n)
+                })
+                .unwrap();
+            assert_eq!(n, 0);
+            let _ = release.send(());
+        });
     }
 
     /// A read goes through its own connection: it answers while a write holds the write
