@@ -73,7 +73,8 @@ pub const NEIGHBOUR_RADIUS: usize = 2;
 /// MRR from 0.531 to 0.511, 0.5 keeps it at the figure before the step (0.533).
 pub const NEIGHBOUR_WEIGHT: f32 = 0.5;
 
-/// Records whose lexical terms a [`TermCache`] keeps (about 8 MB at ~60 terms a record).
+/// Records whose lexical term counts a [`TermCache`] keeps (16 bytes a distinct term: about
+/// 20 MB at 150 distinct terms a record).
 pub const TERM_CACHE_RECORDS: usize = 8192;
 
 /// A record's lexical terms as BM25 reads them: how many there are, and how often each

@@ -83,8 +83,8 @@ const CACHE_KIB: i64 = 8 * 1024;
 /// search made ~190 `pread`s (`strace`), most of its vector and body reads. Mapped, the
 /// pages are the OS page cache itself, shared by every connection and read without a
 /// system call: the server's CPU outside the embedder fell from 5.9–6.5 to 4.9–5.3 ms a
-/// search, and 4 sessions searching went from 141–156 to 159–173 calls/s (`spine-bench`'s
-/// device kit `rawload.py`, EPYC, runs alternated; docs/performance.md). SQLite only reads
+/// search, and 4 sessions searching went from 141–156 to 159–173 calls/s (the device kit's
+/// `rawload.py`, EPYC, runs alternated; docs/performance.md). SQLite only reads
 /// through the map (writes still go through the log), so durability is unchanged. The cost
 /// is the usual one of mapped files: an I/O error while reading a mapped page (a failing
 /// disk, the file truncated by another program) stops the process with SIGBUS where it would
