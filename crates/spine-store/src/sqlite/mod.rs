@@ -228,7 +228,8 @@ impl SqliteStore {
     /// background thread at start-up; at a million records the load takes seconds).
     pub fn warm_index(&self) -> Result<()> {
         let mut conn = self.lock();
-        let tx = conn.transaction()?;
+        // Only reads: deferred, so another process's writes need not wait for the load.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Deferred)?;
         let mut index = self.index.write().unwrap_or_else(|p| p.into_inner());
         sync_index(&tx, &mut index)
     }
