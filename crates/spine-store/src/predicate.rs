@@ -118,13 +118,17 @@ where
     }
 
     /// The records `access` reads through `gate`, other than `exclude`, that have
-    /// something of `shared` (a related-records query around one record).
+    /// something of `shared` (a related-records query around one record); `None` when
+    /// `shared` is empty: no record shares nothing.
     pub(crate) fn sharing(
         access: &Access,
         gate: Gate,
         exclude: &RecordId,
         shared: Shared<'_>,
-    ) -> Self {
+    ) -> Option<Self> {
+        if shared.is_empty() {
+            return None;
+        }
         let mut w = Self::default();
         w.access(access);
         w.gate(gate);
@@ -132,7 +136,7 @@ where
         w.push(&format!("m.id <> {p}"));
         let sql = w.shares(shared);
         w.push(&sql);
-        w
+        Some(w)
     }
 
     /// The records `which` picks for `spine summarize-missing`: in its scope, if any,
@@ -150,12 +154,50 @@ where
         w
     }
 
+    /// `SummaryStore::missing_summaries`' query and its clause: up to `limit` records of
+    /// [`Self::missing_summaries`], oldest first, strictly after `after` in that order, so
+    /// that passing the last candidate of one page walks the matching records once. Columns
+    /// as `SummaryCandidate::read` reads them.
+    pub(crate) fn missing_summaries_page(
+        which: &MissingSummaries,
+        after: Option<(Timestamp, RecordId)>,
+        limit: usize,
+    ) -> (Self, String) {
+        let mut w = Self::missing_summaries(which);
+        if let Some((created_at, id)) = after {
+            w.past(Order::Oldest, created_at, &id);
+        }
+        let l = w.bind(Bound::Int(limit as i64));
+        let sql = format!(
+            "SELECT m.id, m.created_at, coalesce({}, '') FROM memories m WHERE {} \
+             ORDER BY {} LIMIT {l}",
+            w.body_text("content"),
+            w.sql,
+            Order::Oldest.sql()
+        );
+        (w, sql)
+    }
+
     /// The records expired at `cutoff` (the recall gate's [`StateAt::Expired`]): what
     /// `spine prune-expired` counts and deletes.
     pub(crate) fn expired(cutoff: EpochSeconds) -> Self {
         let mut w = Self::default();
         w.conditions([Cond::State(StateAt::Expired(cutoff.as_secs()))]);
         w
+    }
+
+    /// `TransferStore::expired_page`'s query and its clause: up to `limit` records of
+    /// [`Self::expired`] in rowid order after rowid `after`. Columns as `ExpiredRecord::read`
+    /// reads them.
+    pub(crate) fn expired_page(cutoff: EpochSeconds, after: i64, limit: usize) -> (Self, String) {
+        let mut w = Self::expired(cutoff);
+        let (a, l) = (w.bind(Bound::Int(after)), w.bind(Bound::Int(limit as i64)));
+        let sql = format!(
+            "SELECT m.rowid, m.id, m.short_id, m.scope, m.not_after FROM memories m \
+             WHERE {} AND m.rowid > {a} ORDER BY m.rowid LIMIT {l}",
+            w.sql
+        );
+        (w, sql)
     }
 
     /// `ReviewStore::state_counts`' query and its clause: per scope (`scope`, or every
@@ -302,6 +344,26 @@ pub(crate) fn writable_at(access: &Access, p: &str) -> String {
 /// to nobody.
 fn owned_by(p: &str) -> String {
     format!("m.owner IS NOT NULL AND m.owner = {p}")
+}
+
+/// SQL: the record is shared (by an owner: a record with no owner is nobody's to share).
+const SHARED_BY_AN_OWNER: &str = "m.owner IS NOT NULL AND m.visibility = 'shared'";
+
+/// SQL: [`readable`] as alternatives, a record readable when it passes one, each of which
+/// one index answers alone: the caller's own records (an index led by owner) and, when it
+/// reads shared ones, every owner's shared records (a partial index of shared rows).
+/// PostgreSQL's scope listing probes each scope once per alternative. The operator's one
+/// alternative passes every record.
+pub(crate) fn readable_alternatives(access: &Access, d: &mut impl Dialect) -> Vec<String> {
+    let Some(Cond::Readable { owner, shared }) = readable(access) else {
+        return vec!["1 = 1".into()];
+    };
+    let p = d.bind(Bound::Text(owner));
+    let mut alternatives = vec![owned_by(&p)];
+    if shared {
+        alternatives.push(SHARED_BY_AN_OWNER.into());
+    }
+    alternatives
 }
 
 /// The hard pre-filters of `f`.
@@ -528,6 +590,64 @@ mod tests {
         assert_eq!(w.params, [Bound::Text("acme:project:api".into()), Bound::Int(9)]);
         let every = MissingSummaries { scope: None, ..which };
         assert!(Plain::missing_summaries(&every).sql.starts_with("1 = 1 AND (m.created_at <= :1)"));
+    }
+
+    #[test]
+    fn the_read_rule_splits_into_alternatives_an_index_answers_alone() {
+        let alice = Caller::authenticated("alice", "alice");
+        let mut d = Plain::default();
+        assert_eq!(
+            readable_alternatives(&Access::read(&alice), &mut d),
+            [
+                "m.owner IS NOT NULL AND m.owner = :1",
+                "m.owner IS NOT NULL AND m.visibility = 'shared'"
+            ]
+        );
+        assert_eq!(d.params, [Bound::Text("alice".into())]);
+        // Own records only: one alternative.
+        let mut d = Plain::default();
+        assert_eq!(
+            readable_alternatives(&Access::owned(&alice), &mut d),
+            ["m.owner IS NOT NULL AND m.owner = :1"]
+        );
+        // The operator reads every record, bound to nothing.
+        let mut d = Plain::default();
+        assert_eq!(readable_alternatives(&Access::operator(), &mut d), ["1 = 1"]);
+        assert!(d.params.is_empty());
+    }
+
+    #[test]
+    fn operator_pages_walk_in_their_order_after_the_last_row() {
+        let id = RecordId::mint();
+        let which =
+            MissingSummaries { scope: None, created_at_or_before: Timestamp::from_micros(9) };
+        let (w, sql) =
+            Plain::missing_summaries_page(&which, Some((Timestamp::from_micros(5), id)), 3);
+        assert!(
+            sql.starts_with("SELECT m.id, m.created_at, coalesce(m.body.content, '')"),
+            "{sql}"
+        );
+        assert!(
+            sql.ends_with(
+                "AND (m.created_at > :2 OR (m.created_at = :3 AND m.id > :4)) \
+                 ORDER BY m.created_at ASC, m.id ASC LIMIT :5"
+            ),
+            "{sql}"
+        );
+        assert_eq!(w.params[4], Bound::Int(3));
+        let (w, sql) = Plain::expired_page(EpochSeconds::from_secs(7), 40, 2);
+        assert!(sql.ends_with("AND m.rowid > :2 ORDER BY m.rowid LIMIT :3"), "{sql}");
+        assert_eq!(w.params, [Bound::Int(7), Bound::Int(40), Bound::Int(2)]);
+    }
+
+    #[test]
+    fn nothing_shares_an_empty_set() {
+        let alice = Access::read(&Caller::authenticated("alice", "alice"));
+        let id = RecordId::mint();
+        assert!(Plain::sharing(&alice, Gate::Off, &id, Shared::Tags(&[])).is_none());
+        let tags = ["db".to_owned()];
+        let w = Plain::sharing(&alice, Gate::Off, &id, Shared::Tags(&tags)).unwrap();
+        assert!(w.sql.ends_with("AND (m.id <> :2) AND (tags ∩ [db])"), "{}", w.sql);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The in-memory search index behind `Store::nearest`:
 //! - its filters are exactly the SQL filters (`list` is the reference), and SQLite's and
 //!   PostgreSQL's renderings of the read predicate select the same records under every gate;
+//!   PostgreSQL's scope listing (the read rule probed one alternative at a time) agrees too;
 //! - its order is the exact cosine order when every candidate is re-scored;
 //! - its quantised stages keep recall@10 against an exact scan at or above 0.99;
 //! - it follows writes made by this process and by any other on the same file, including
@@ -258,6 +259,10 @@ fn filters_match_the_sql_filters_and_full_rescoring_is_exact() {
         want_scopes.sort();
         want_scopes.dedup();
         assert_eq!(store.scopes(&access, &filter, 1000).unwrap(), want_scopes, "round {round}");
+        // PostgreSQL's scope listing probes the read rule one alternative at a time.
+        if let Some((pg, _)) = &pg {
+            assert_eq!(pg.scopes(&access, &filter, 1000).unwrap(), want_scopes, "round {round}");
+        }
         // Only records with a vector from MODEL are searched (`other` never is).
         let with_vector = |ids: Vec<RecordId>| -> Vec<RecordId> {
             ids.into_iter().filter(|id| vectors.contains_key(id)).collect()

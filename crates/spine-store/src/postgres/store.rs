@@ -10,7 +10,7 @@ use super::query::Where;
 use super::rows::{stamp, stamp_successor, write};
 use crate::codec::{decode, parse_id};
 use crate::fields::Fields;
-use crate::predicate::writable_at;
+use crate::predicate::{readable_alternatives, writable_at};
 use crate::{
     Access, Adjacent, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour, Order,
     Page, Result, ScopeFilter, Selection, Shared, Store, SupersedeRejection, TagCount,
@@ -171,29 +171,22 @@ impl Store for PgStore {
             // Across scopes, a loose index scan: walk the distinct scopes through the
             // (scope, …) index, one probe each, and keep those holding a record the caller
             // reads that matches, instead of DISTINCT over every readable row (a scan of the
-            // table). The probe for "a record the caller reads" goes through an index that
-            // answers it directly — (owner, scope) for the caller's own records, the
-            // partial (scope) index of shared ones — so a scope full of other owners'
-            // private records costs one index lookup, not a walk of its rows.
+            // table). The caller's read rule is probed one alternative at a time, each
+            // through an index that answers it directly — (owner, scope) for the caller's
+            // own records, the partial (scope) index of shared ones — so a scope full of
+            // other owners' private records costs one index lookup, not a walk of its rows.
             w.filter(filter);
-            let probes = if access.every_owner {
-                format!("EXISTS (SELECT 1 FROM memories m WHERE m.scope = s.scope AND {})", w.sql)
-            } else {
-                let owner = w.bind(access.owner.clone());
-                let own = format!(
-                    "EXISTS (SELECT 1 FROM memories m WHERE m.owner = {owner} AND m.scope = s.scope AND {})",
-                    w.sql
-                );
-                if access.include_shared {
+            let filtered = w.sql.clone();
+            let probes: Vec<String> = readable_alternatives(access, &mut w)
+                .into_iter()
+                .map(|readable| {
                     format!(
-                        "({own} OR EXISTS (SELECT 1 FROM memories m WHERE m.visibility = 'shared'
-                            AND m.scope = s.scope AND m.owner IS NOT NULL AND {}))",
-                        w.sql
+                        "EXISTS (SELECT 1 FROM memories m WHERE m.scope = s.scope \
+                         AND {readable} AND {filtered})"
                     )
-                } else {
-                    own
-                }
-            };
+                })
+                .collect();
+            let probes = probes.join(" OR ");
             let l = w.bind(limit as i64);
             format!(
                 "WITH RECURSIVE s(scope) AS (
@@ -204,7 +197,7 @@ impl Store for PgStore {
                     FROM s WHERE s.scope IS NOT NULL
                  )
                  SELECT s.scope FROM s
-                 WHERE s.scope IS NOT NULL AND {probes}
+                 WHERE s.scope IS NOT NULL AND ({probes})
                  ORDER BY s.scope LIMIT {l}"
             )
         };
@@ -335,11 +328,10 @@ impl Store for PgStore {
         shared: Shared<'_>,
         limit: usize,
     ) -> Result<Vec<Memory>> {
-        if shared.is_empty() {
-            return Ok(vec![]);
+        match Where::sharing(access, gate, exclude, shared) {
+            Some(w) => bodies(self, w, Order::Recent.sql(), limit, 0),
+            None => Ok(vec![]),
         }
-        let w = Where::sharing(access, gate, exclude, shared);
-        bodies(self, w, Order::Recent.sql(), limit, 0)
     }
 
     fn adjacent(

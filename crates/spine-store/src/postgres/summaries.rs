@@ -7,7 +7,6 @@ use spine_core::{RecordId, Timestamp};
 use super::PgStore;
 use super::query::Where;
 use super::rows::stamp;
-use crate::Order;
 use crate::predicate::no_summary;
 use crate::{AutoSummary, MissingSummaries, Result, SummaryCandidate, SummaryStore};
 
@@ -22,17 +21,7 @@ impl SummaryStore for PgStore {
         after: Option<(Timestamp, RecordId)>,
         limit: usize,
     ) -> Result<Vec<SummaryCandidate>> {
-        let mut w = Where::missing_summaries(which);
-        if let Some((created_at, id)) = after {
-            w.past(Order::Oldest, created_at, &id);
-        }
-        let l = w.bind(limit as i64);
-        let sql = format!(
-            "SELECT m.id, m.created_at, coalesce(m.body->>'content', '')
-             FROM memories m WHERE {} ORDER BY {} LIMIT {l}",
-            w.sql,
-            Order::Oldest.sql()
-        );
+        let (w, sql) = Where::missing_summaries_page(which, after, limit);
         self.query(&sql, &w.refs())?.iter().map(SummaryCandidate::read).collect()
     }
 

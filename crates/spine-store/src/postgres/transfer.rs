@@ -143,13 +143,7 @@ impl TransferStore for PgStore {
         after: i64,
         limit: usize,
     ) -> Result<Vec<ExpiredRecord>> {
-        let mut w = Where::expired(cutoff);
-        let (a, l) = (w.bind(after), w.bind(limit as i64));
-        let sql = format!(
-            "SELECT m.rowid, m.id, m.short_id, m.scope, m.not_after FROM memories m
-             WHERE {} AND m.rowid > {a} ORDER BY m.rowid LIMIT {l}",
-            w.sql
-        );
+        let (w, sql) = Where::expired_page(cutoff, after, limit);
         self.query(&sql, &w.refs())?.iter().map(ExpiredRecord::read).collect()
     }
 

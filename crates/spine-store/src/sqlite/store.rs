@@ -297,11 +297,10 @@ impl Store for SqliteStore {
         shared: Shared<'_>,
         limit: usize,
     ) -> Result<Vec<Memory>> {
-        if shared.is_empty() {
-            return Ok(vec![]);
+        match Where::sharing(access, gate, exclude, shared) {
+            Some(w) => bodies(&*self.read()?, w, Order::Recent.sql(), limit, 0),
+            None => Ok(vec![]),
         }
-        let w = Where::sharing(access, gate, exclude, shared);
-        bodies(&*self.read()?, w, Order::Recent.sql(), limit, 0)
     }
 
     fn adjacent(

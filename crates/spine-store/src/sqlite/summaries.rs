@@ -12,12 +12,10 @@
 //! The update edits only payload keys: no indexed column changes, so the search index and
 //! its change log are not involved.
 
-use rusqlite::types::Value;
 use rusqlite::{params, params_from_iter};
 use spine_core::{RecordId, SCHEMA_VERSION, Timestamp};
 
 use super::{STAMP_VERSION, SqliteStore, Where};
-use crate::Order;
 use crate::predicate::no_summary;
 use crate::{AutoSummary, MissingSummaries, Result, SummaryCandidate, SummaryStore};
 
@@ -37,18 +35,9 @@ impl SummaryStore for SqliteStore {
         after: Option<(Timestamp, RecordId)>,
         limit: usize,
     ) -> Result<Vec<SummaryCandidate>> {
-        let mut w = Where::missing_summaries(which);
-        if let Some((created_at, id)) = after {
-            w.past(Order::Oldest, created_at, &id);
-        }
-        w.params.push(Value::Integer(limit as i64));
+        let (w, sql) = Where::missing_summaries_page(which, after, limit);
         let conn = self.lock();
-        let mut stmt = conn.prepare(&format!(
-            "SELECT m.id, m.created_at, coalesce(json_extract(m.body, '$.content'), '')
-             FROM memories m WHERE {} ORDER BY {} LIMIT ?",
-            w.sql,
-            Order::Oldest.sql()
-        ))?;
+        let mut stmt = conn.prepare(&sql)?;
         stmt.query_and_then(params_from_iter(w.params), |r| SummaryCandidate::read(r))?.collect()
     }
 

@@ -22,7 +22,6 @@ use spine_core::{EpochSeconds, Memory, RecordId, Scope};
 use super::{SqliteStore, Where, write_row, write_vector};
 use crate::codec::parse_id;
 use crate::operator::export_gate_verdict;
-use crate::predicate::{Bound, Dialect};
 use crate::{
     ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, RowidPage, StoredRecord,
     TransferStore, record_digest,
@@ -132,14 +131,9 @@ impl TransferStore for SqliteStore {
         after: i64,
         limit: usize,
     ) -> Result<Vec<ExpiredRecord>> {
-        let mut w = Where::expired(cutoff);
-        let (a, l) = (w.bind(Bound::Int(after)), w.bind(Bound::Int(limit as i64)));
+        let (w, sql) = Where::expired_page(cutoff, after, limit);
         let conn = self.lock();
-        let mut stmt = conn.prepare_cached(&format!(
-            "SELECT m.rowid, m.id, m.short_id, m.scope, m.not_after FROM memories m
-             WHERE {} AND m.rowid > {a} ORDER BY m.rowid LIMIT {l}",
-            w.sql
-        ))?;
+        let mut stmt = conn.prepare_cached(&sql)?;
         stmt.query_and_then(params_from_iter(w.params), |r| ExpiredRecord::read(r))?.collect()
     }
 
