@@ -32,5 +32,14 @@ pub(crate) fn vec_to_blob(v: &[f32]) -> Vec<u8> {
 
 /// Stored bytes as a vector (a trailing partial value is dropped; `check_vector` reports it).
 pub(crate) fn blob_to_vec(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    let mut v = Vec::with_capacity(b.len() / 4);
+    blob_into(b, &mut v);
+    v
+}
+
+/// [`blob_to_vec`] into `out`, replacing what it held (a search re-scoring many stored
+/// vectors reuses one buffer).
+pub(crate) fn blob_into(b: &[u8], out: &mut Vec<f32>) {
+    out.clear();
+    out.extend(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
 }

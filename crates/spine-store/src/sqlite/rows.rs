@@ -37,7 +37,7 @@ pub(super) fn read_row(
     })
 }
 
-pub(crate) use crate::codec::{blob_to_vec, decode, encode, vec_to_blob};
+pub(crate) use crate::codec::{blob_into, blob_to_vec, decode, encode, vec_to_blob};
 
 impl Fields for rusqlite::Row<'_> {
     fn text(&self, i: usize) -> Result<String> {

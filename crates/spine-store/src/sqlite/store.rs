@@ -124,17 +124,26 @@ impl Store for SqliteStore {
         let proposals = read_synced(&self.index, &tx)?.propose(q);
         let mut stmt = tx.prepare_cached("SELECT model, vec FROM vectors WHERE memory = ?1")?;
         let mut scored = Vec::with_capacity(proposals.len());
+        // Each row is read in place (model and bytes borrowed from SQLite), its values into
+        // one buffer: no allocation per candidate.
+        let mut vector = Vec::with_capacity(q.vector.len());
         for p in proposals {
-            let row: Option<(String, Vec<u8>)> =
-                stmt.query_row([p.rowid], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
-            if let Some((_, blob)) = row.filter(|(m, _)| m == q.model) {
-                let score = spine_core::cosine(q.vector, &blob_to_vec(&blob));
-                scored.push(Scored { score, id: p.id, markers: p.markers, record: p.rowid });
+            let mut rows = stmt.query([p.rowid])?;
+            let Some(r) = rows.next()? else { continue };
+            if r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)? != q.model {
+                continue;
             }
+            blob_into(r.get_ref(1)?.as_blob().map_err(rusqlite::Error::from)?, &mut vector);
+            let score = spine_core::cosine(q.vector, &vector);
+            scored.push(Scored { score, id: p.id, markers: p.markers, record: p.rowid });
         }
         let mut body = tx.prepare_cached("SELECT body FROM memories WHERE rowid = ?1")?;
         // Only records whose vector this snapshot holds were scored: their rows are here.
-        neighbours(q, scored, |rowid| decode(&body.query_row([rowid], |r| r.get::<_, String>(0))?))
+        neighbours(q, scored, |rowid| {
+            let mut rows = body.query([rowid])?;
+            let r = rows.next()?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
+            decode(r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?)
+        })
     }
 
     fn get_many(&self, ids: &[RecordId]) -> Result<Vec<Memory>> {
