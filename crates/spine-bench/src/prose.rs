@@ -33,23 +33,31 @@ pub const MAX_BYTES: usize = 2000;
 /// `n` synopsis/description pairs (`usize::MAX`: all kept), with how many packages were read
 /// and how many were kept.
 pub fn pairs(n: usize) -> Result<(Vec<Pair>, usize, usize)> {
-    let bytes = match std::env::var_os("SPINE_BENCH_TRANSLATIONS") {
-        Some(file) => std::fs::read(&file)
-            .with_context(|| format!("reading SPINE_BENCH_TRANSLATIONS {file:?}"))?,
-        None => {
-            let path = translation_index()?;
-            let out = Command::new("/usr/lib/apt/apt-helper")
-                .arg("cat-file")
-                .arg(&path)
-                .output()
-                .context("running apt-helper cat-file")?;
-            if !out.status.success() {
-                bail!("apt-helper cat-file {} failed", path.display());
-            }
-            out.stdout
-        }
-    };
-    let text = String::from_utf8_lossy(&bytes);
+    let bytes = index_bytes(std::env::var_os("SPINE_BENCH_TRANSLATIONS"))?;
+    select(&String::from_utf8_lossy(&bytes), n)
+}
+
+/// The translation index: the uncompressed `file` when given (`SPINE_BENCH_TRANSLATIONS`),
+/// else apt's own copy, decompressed by `apt-helper cat-file`.
+fn index_bytes(file: Option<std::ffi::OsString>) -> Result<Vec<u8>> {
+    if let Some(file) = file {
+        return std::fs::read(&file)
+            .with_context(|| format!("reading SPINE_BENCH_TRANSLATIONS {file:?}"));
+    }
+    let path = translation_index()?;
+    let out = Command::new("/usr/lib/apt/apt-helper")
+        .arg("cat-file")
+        .arg(&path)
+        .output()
+        .context("running apt-helper cat-file")?;
+    if !out.status.success() {
+        bail!("apt-helper cat-file {} failed", path.display());
+    }
+    Ok(out.stdout)
+}
+
+/// [`pairs`] from the index's `text`.
+fn select(text: &str, n: usize) -> Result<(Vec<Pair>, usize, usize)> {
     let (mut read, mut kept) = (0, Vec::new());
     let (mut synopses, mut firsts) = (HashSet::new(), HashSet::new());
     for stanza in text.split("\n\n") {
@@ -133,5 +141,33 @@ mod tests {
             ))
         );
         assert_eq!(description("Package: x\nDescription-md5: 1"), None);
+    }
+
+    #[test]
+    fn an_index_file_given_is_read_instead_of_apts() {
+        let long = " A paragraph long enough to be kept as a document of the corpus.".repeat(5);
+        let stanza = |name: &str, synopsis: &str, body: &str| {
+            format!("Package: {name}\nDescription-md5: 1\nDescription-en: {synopsis}\n{body}")
+        };
+        let text = [
+            stanza("a", "First kept package here", &format!("{long} one")),
+            stanza("b", "Second kept package here", &format!("{long} two")),
+            stanza("c", "Too short a description", " Short."),
+            stanza("d", "Two words", &format!("{long} four")),
+        ]
+        .join("\n\n");
+        let file = std::env::temp_dir().join(format!("spine-bench-{}.txt", std::process::id()));
+        std::fs::write(&file, &text).unwrap();
+        let bytes = index_bytes(Some(file.clone().into_os_string())).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(bytes, text.as_bytes());
+        let (pairs, read, kept) = select(&text, usize::MAX).unwrap();
+        assert_eq!((read, kept), (4, 2));
+        let mut synopses: Vec<&str> = pairs.iter().map(|p| p.query.as_str()).collect();
+        synopses.sort();
+        assert_eq!(synopses, ["First kept package here", "Second kept package here"]);
+        assert!(select(&text, 3).unwrap_err().to_string().contains("only 2 descriptions"));
+        let missing = index_bytes(Some(file.into_os_string())).unwrap_err();
+        assert!(format!("{missing:#}").contains("SPINE_BENCH_TRANSLATIONS"), "{missing:#}");
     }
 }

@@ -322,6 +322,9 @@ fn work<E: Embedder>(shared: &Shared<E>, lane: Lane, wide: &rayon::ThreadPool, n
         } else {
             run(&shared.inner, &jobs)
         };
+        // The pass counts as done before its callers are answered, so a pass that starts
+        // meanwhile sees it finished and may take every thread; the lock is taken again
+        // after, not held while answering.
         state = shared.lock();
         state.busy[lane as usize] -= 1;
         drop(state);
