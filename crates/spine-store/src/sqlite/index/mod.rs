@@ -38,8 +38,13 @@ use space::{Space, hamming, quantise};
 /// "No value" in an interned column.
 const NONE: u32 = u32::MAX;
 
-/// Slots per parallel work item.
+/// Slots per parallel work item; an index of at most one chunk is searched on the calling
+/// thread.
 const CHUNK: usize = 16 * 1024;
+
+/// Stage 1's histograms of Hamming distances (of every passing record, of the active ones)
+/// and how many records passed.
+type Histograms = (Vec<usize>, Vec<usize>, usize);
 
 /// Stage 1's per-slot word: the Hamming distance, with [`ACTIVE`] set for records the gate
 /// lets through; [`FILTERED`] for slots that did not pass the filters.
@@ -400,6 +405,13 @@ impl Index {
     /// `p.any` nearest of any state or the `p.active` nearest active ones, by the quantised
     /// stages; at most about `rescore_size` of each.
     pub fn propose(&self, p: &NearestQuery<'_>) -> Vec<Proposal> {
+        // An index of one chunk is searched on the calling thread: handing a search of a few
+        // thousand records to the rayon pool and back cost as much as the scan under load.
+        self.propose_on(p, self.live.len() > CHUNK)
+    }
+
+    /// [`Self::propose`], its stages spread over the rayon pool when `parallel`.
+    fn propose_on(&self, p: &NearestQuery<'_>, parallel: bool) -> Vec<Proposal> {
         let Some(c) = self.compile(p.access, p.filter, Some(p.model), p.exclude) else {
             return vec![];
         };
@@ -424,34 +436,34 @@ impl Index {
         let slots = self.live.len();
         let bins = space.dims + 1;
         let mut dist = vec![FILTERED; slots];
-        let (all, act, passed) = dist
-            .par_chunks_mut(CHUNK)
-            .enumerate()
-            .map(|(chunk, out)| {
-                let (mut all, mut act, mut passed) = (vec![0usize; bins], vec![0usize; bins], 0);
-                for (j, d) in out.iter_mut().enumerate() {
-                    let s = chunk * CHUNK + j;
-                    if self.passes(&c, s) {
-                        let h = hamming(space.sign_code(s), &qsigns) as usize;
-                        all[h] += 1;
-                        passed += 1;
-                        *d = h as u16;
-                        if is_active(&self.markers[s]) {
-                            act[h] += 1;
-                            *d |= ACTIVE;
-                        }
+        let stage1 = |(chunk, out): (usize, &mut [u16])| {
+            let (mut all, mut act, mut passed) = (vec![0usize; bins], vec![0usize; bins], 0);
+            for (j, d) in out.iter_mut().enumerate() {
+                let s = chunk * CHUNK + j;
+                if self.passes(&c, s) {
+                    let h = hamming(space.sign_code(s), &qsigns) as usize;
+                    all[h] += 1;
+                    passed += 1;
+                    *d = h as u16;
+                    if is_active(&self.markers[s]) {
+                        act[h] += 1;
+                        *d |= ACTIVE;
                     }
                 }
-                (all, act, passed)
-            })
-            .reduce(
-                || (vec![0usize; bins], vec![0usize; bins], 0),
-                |(mut a1, mut b1, n1), (a2, b2, n2)| {
-                    a1.iter_mut().zip(a2).for_each(|(x, y)| *x += y);
-                    b1.iter_mut().zip(b2).for_each(|(x, y)| *x += y);
-                    (a1, b1, n1 + n2)
-                },
-            );
+            }
+            (all, act, passed)
+        };
+        let empty = || (vec![0usize; bins], vec![0usize; bins], 0);
+        let merge = |(mut a1, mut b1, n1): Histograms, (a2, b2, n2): Histograms| {
+            a1.iter_mut().zip(a2).for_each(|(x, y)| *x += y);
+            b1.iter_mut().zip(b2).for_each(|(x, y)| *x += y);
+            (a1, b1, n1 + n2)
+        };
+        let (all, act, passed) = if parallel {
+            dist.par_chunks_mut(CHUNK).enumerate().map(stage1).reduce(empty, merge)
+        } else {
+            dist.chunks_mut(CHUNK).enumerate().map(stage1).fold(empty(), merge)
+        };
 
         // Keep the best `shortlist` of each kind by Hamming distance (ties at the cut kept).
         let need = p.any.max(p.active);
@@ -470,36 +482,40 @@ impl Index {
             Some(bins - 1)
         };
         let (cut_all, cut_act) = (cut(&all, p.any), cut(&act, p.active));
-        let survivors: Vec<(u32, bool)> = dist
-            .par_chunks(CHUNK)
-            .enumerate()
-            .flat_map_iter(|(chunk, ds)| {
-                ds.iter().enumerate().filter_map(move |(j, &d)| {
-                    if d == FILTERED {
-                        return None;
-                    }
-                    let (h, a) = ((d & !ACTIVE) as usize, d & ACTIVE != 0);
-                    let keep =
-                        cut_all.is_some_and(|t| h <= t) || (a && cut_act.is_some_and(|t| h <= t));
-                    keep.then_some(((chunk * CHUNK + j) as u32, a))
+        let kept = |s: usize, d: u16| {
+            if d == FILTERED {
+                return None;
+            }
+            let (h, a) = ((d & !ACTIVE) as usize, d & ACTIVE != 0);
+            let keep = cut_all.is_some_and(|t| h <= t) || (a && cut_act.is_some_and(|t| h <= t));
+            keep.then_some((s as u32, a))
+        };
+        let survivors: Vec<(u32, bool)> = if parallel {
+            dist.par_chunks(CHUNK)
+                .enumerate()
+                .flat_map_iter(|(chunk, ds)| {
+                    ds.iter().enumerate().filter_map(move |(j, &d)| kept(chunk * CHUNK + j, d))
                 })
-            })
-            .collect();
+                .collect()
+        } else {
+            dist.iter().enumerate().filter_map(|(s, &d)| kept(s, d)).collect()
+        };
 
         // Stage 2: int8 scores, then the best of each kind for exact re-scoring.
         let (qcodes, qscale) = quantise(p.vector);
         let qnorm = p.vector.iter().map(|x| x * x).sum::<f32>().sqrt();
-        let scored: Vec<(f32, u32, bool)> = survivors
-            .par_iter()
-            .with_min_len(1024)
-            .map(|&(s, a)| {
-                let su = s as usize;
-                let dot = i8::dot(space.code(su), &qcodes).unwrap_or(0.0) as f32;
-                let denom = space.norm[su] * qnorm;
-                let cos = if denom > 0.0 { dot * space.scale[su] * qscale / denom } else { 0.0 };
-                (cos, s, a)
-            })
-            .collect();
+        let stage2 = |&(s, a): &(u32, bool)| {
+            let su = s as usize;
+            let dot = i8::dot(space.code(su), &qcodes).unwrap_or(0.0) as f32;
+            let denom = space.norm[su] * qnorm;
+            let cos = if denom > 0.0 { dot * space.scale[su] * qscale / denom } else { 0.0 };
+            (cos, s, a)
+        };
+        let scored: Vec<(f32, u32, bool)> = if parallel {
+            survivors.par_iter().with_min_len(1024).map(stage2).collect()
+        } else {
+            survivors.iter().map(stage2).collect()
+        };
         let mut chosen: Vec<u32> = Vec::new();
         let mut pick = |mut list: Vec<(f32, u32, bool)>, want: usize| {
             if want == 0 {
@@ -529,6 +545,59 @@ impl Index {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_search_on_the_pool_proposes_what_one_on_the_calling_thread_does() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+        use spine_core::{EpochSeconds, Timestamp};
+
+        let mut rng = StdRng::seed_from_u64(3);
+        let mut index = Index::default();
+        // Two chunks and a bit, some archived, some expired, in two scopes.
+        for rowid in 0..(2 * CHUNK + 100) as i64 {
+            let markers = StateMarkers {
+                archived: rng.random_ratio(1, 10),
+                superseded: false,
+                not_before: None,
+                not_after: rng.random_ratio(1, 10).then(|| EpochSeconds::from_secs(10)),
+            };
+            index.upsert(Row {
+                rowid,
+                id: RecordId::mint(),
+                owner: None,
+                shared: false,
+                scope: ["a:project:x", "a:project:y"][rng.random_range(0..2)].into(),
+                category: "decision".into(),
+                kind: None,
+                created_at: rowid,
+                markers,
+                tags: vec![],
+                vector: Some(("m".into(), (0..16).map(|_| rng.random::<f32>() - 0.5).collect())),
+            });
+        }
+        index.recentre_all();
+        let access = Access::operator();
+        let filter = Filter::new(crate::ScopeFilter::All);
+        for _ in 0..5 {
+            let vector: Vec<f32> = (0..16).map(|_| rng.random::<f32>() - 0.5).collect();
+            let q = NearestQuery {
+                access: &access,
+                filter: &filter,
+                model: "m",
+                vector: &vector,
+                now: Timestamp::from_micros(20_000_000),
+                any: 10,
+                active: 120,
+                exclude: None,
+            };
+            let ids = |v: Vec<Proposal>| v.iter().map(|p| p.rowid).collect::<Vec<_>>();
+            let (on_pool, here) =
+                (ids(index.propose_on(&q, true)), ids(index.propose_on(&q, false)));
+            assert!(on_pool.len() >= 240, "{}", on_pool.len());
+            assert_eq!(on_pool, here);
+        }
+    }
 
     #[test]
     fn shortlist_grows_with_need_and_candidates() {
