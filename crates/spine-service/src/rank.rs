@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use lru::LruCache;
 
 use spine_core::{Error, Memory, RecordId, Timestamp};
-use spine_store::{Access, Filter, Gate, NearestQuery, Selection};
+use spine_store::{Access, Body, Filter, Gate, NearestQuery, Selection};
 
 use crate::views::GateHidden;
 use crate::{Service, store_error};
@@ -121,16 +121,18 @@ impl TermCounts {
     }
 }
 
-/// An LRU cache of records' lexical term counts, keyed by record id and a hash of the text the
-/// terms come from (content, summary, tags), shared by the searches of one service.
+/// An LRU cache of records' lexical term counts, keyed by record id and a hash of the
+/// record's stored payload, shared by the searches of one service.
 ///
 /// Tokenising a pool of a hundred records (splitting, lower-casing, stemming) is most of what
-/// the lexical step costs, and a scope that is searched is searched again. Invariant: cached
-/// counts are exactly those of `spine_core::lexical::record_terms` of that text — an edited
-/// record has another hash and is tokenised afresh — so the cache never changes a result.
+/// the lexical step costs, and a scope that is searched is searched again; keyed by the
+/// payload as stored, a cached record is not even decoded. Invariant: cached counts are
+/// exactly those of `spine_core::lexical::record_terms` of the record's content, summary and
+/// tags — an edited record has another payload and is tokenised afresh — so the cache never
+/// changes a result.
 pub struct TermCache(Mutex<LruCache<TermKey, Arc<TermCounts>>>);
 
-/// A record's id and the hash of its content, summary and tags.
+/// A record's id and the hash of its stored payload.
 type TermKey = (RecordId, u64);
 
 impl Default for TermCache {
@@ -142,20 +144,22 @@ impl Default for TermCache {
 }
 
 impl TermCache {
-    /// The term counts of `m`, from the cache or tokenised now.
-    pub fn terms(&self, m: &spine_core::Memory) -> Arc<TermCounts> {
+    /// The term counts of record `id` stored as `body`, from the cache or tokenised now
+    /// (decoding the body).
+    pub fn terms(&self, id: RecordId, body: &Body) -> Result<Arc<TermCounts>, Error> {
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        (&m.content, &m.summary, &m.tags).hash(&mut h);
-        let key = (m.id, h.finish());
+        body.raw().hash(&mut h);
+        let key = (id, h.finish());
         let lock = || self.0.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(t) = lock().get(&key) {
-            return t.clone();
+            return Ok(t.clone());
         }
+        let m = body.memory().map_err(store_error)?;
         let t = Arc::new(TermCounts::new(&spine_core::lexical::record_terms(
             &m.content, &m.summary, &m.tags,
         )));
         lock().put(key, t.clone());
-        t
+        Ok(t)
     }
 }
 
@@ -284,9 +288,9 @@ pub(crate) struct Ranking {
 }
 
 /// What [`Service::retrieve`] found.
-pub(crate) struct Retrieved {
+pub(crate) struct Retrieved<R = Memory> {
     /// Recall-visible records with their exact cosine to the query, best first.
-    pub(crate) hits: Vec<(f32, spine_core::Memory)>,
+    pub(crate) hits: Vec<(f32, R)>,
     /// What the gate hid among the nearest of any state.
     pub(crate) hidden: GateHidden,
 }
@@ -297,6 +301,16 @@ impl Service {
     /// from one snapshot, and what the gate hid among the `q.any` nearest of any state
     /// (SPEC search rule 4).
     pub(crate) fn retrieve(&self, q: &NearestQuery<'_>) -> Result<Retrieved, Error> {
+        let Retrieved { hits, hidden } = self.retrieve_bodies(q)?;
+        let hits = hits
+            .into_iter()
+            .map(|(score, (_, body))| Ok((score, body.into_memory().map_err(store_error)?)))
+            .collect::<Result<_, Error>>()?;
+        Ok(Retrieved { hits, hidden })
+    }
+
+    /// [`Self::retrieve`] with each record as its id and stored payload, decoded when needed.
+    fn retrieve_bodies(&self, q: &NearestQuery<'_>) -> Result<Retrieved<(RecordId, Body)>, Error> {
         let nearest = self.store.nearest(q).map_err(store_error)?;
         let mut hidden = GateHidden::default();
         for n in nearest.iter().take(q.any) {
@@ -304,7 +318,7 @@ impl Service {
         }
         let hits = nearest
             .into_iter()
-            .filter_map(|n| n.record.filter(|_| n.states.is_empty()).map(|m| (n.score, m)))
+            .filter_map(|n| n.record.filter(|_| n.states.is_empty()).map(|b| (n.score, (n.id, b))))
             .take(q.active)
             .collect();
         Ok(Retrieved { hits, hidden })
@@ -318,7 +332,7 @@ impl Service {
         let (k, now) = (q.k, q.now);
         let pool_size = rerank_pool(k);
         let span = tracing::trace_span!("search.retrieve").entered();
-        let Retrieved { hits, hidden } = self.retrieve(&NearestQuery {
+        let Retrieved { hits, hidden } = self.retrieve_bodies(&NearestQuery {
             access: q.access,
             filter: q.filter,
             model: self.embedder.model_id(),
@@ -331,17 +345,20 @@ impl Service {
         drop(span);
         let span = tracing::trace_span!("search.lexical").entered();
         let query_terms = spine_core::lexical::query_terms(q.query);
-        let mut pool: Vec<(f32, RecordId)> = hits.iter().map(|(score, m)| (*score, m.id)).collect();
-        let mut records: HashMap<RecordId, spine_core::Memory> =
-            hits.into_iter().map(|(_, m)| (m.id, m)).collect();
+        let mut pool: Vec<(f32, RecordId)> =
+            hits.iter().map(|(score, (id, _))| (*score, *id)).collect();
+        let mut records: HashMap<RecordId, Body> = hits.into_iter().map(|(_, r)| r).collect();
         let mut terms = HashMap::new();
-        let mut fused = self.fuse_pool(&pool, &records, &mut terms, &query_terms);
+        let mut fused = self.fuse_pool(&pool, &records, &mut terms, &query_terms)?;
         drop(span);
         let anchors = neighbour_anchors(k).min(fused.len());
         if self.neighbour_weight > 0.0 && anchors > 0 {
             let _span = tracing::trace_span!("search.neighbours").entered();
-            let lead: Vec<&spine_core::Memory> =
-                fused[..anchors].iter().map(|f| &records[&f.id]).collect();
+            let lead: Vec<&spine_core::Memory> = fused[..anchors]
+                .iter()
+                .map(|f| records[&f.id].memory())
+                .collect::<Result<_, _>>()
+                .map_err(store_error)?;
             let adjacent = self
                 .store
                 .adjacent(
@@ -365,15 +382,17 @@ impl Service {
             }
             if !pairs.is_empty() {
                 pool.sort_by(|a, b| b.0.total_cmp(&a.0));
-                fused = self.fuse_pool(&pool, &records, &mut terms, &query_terms);
+                fused = self.fuse_pool(&pool, &records, &mut terms, &query_terms)?;
                 neighbour_bonus(&mut fused, &pairs, anchors, self.neighbour_weight);
             }
         }
         fused.truncate(k);
+        // Only the records the answer keeps are decoded here (the anchors were above).
         let ranked: Vec<(f32, f32, spine_core::Memory)> = fused
             .iter()
-            .filter_map(|f| records.remove(&f.id).map(|m| (f.fused, f.dense, m)))
-            .collect();
+            .filter_map(|f| records.remove(&f.id).map(|b| (f.fused, f.dense, b)))
+            .map(|(fused, dense, b)| Ok((fused, dense, b.into_memory().map_err(store_error)?)))
+            .collect::<Result<_, Error>>()?;
         Ok(Ranking { ranked, hidden })
     }
 
@@ -383,18 +402,20 @@ impl Service {
     fn fuse_pool(
         &self,
         pool: &[(f32, RecordId)],
-        records: &HashMap<RecordId, spine_core::Memory>,
+        records: &HashMap<RecordId, Body>,
         terms: &mut HashMap<RecordId, Arc<TermCounts>>,
         query_terms: &[String],
-    ) -> Vec<Fused> {
+    ) -> Result<Vec<Fused>, Error> {
         for (_, id) in pool {
-            terms.entry(*id).or_insert_with(|| self.terms.terms(&records[id]));
+            if !terms.contains_key(id) {
+                terms.insert(*id, self.terms.terms(*id, &records[id])?);
+            }
         }
         let docs: Vec<&TermCounts> = pool.iter().map(|(_, id)| &*terms[id]).collect();
         let bm25 = bm25(query_terms, &docs);
         let lexical: Vec<(RecordId, f32)> =
             pool.iter().zip(bm25).filter(|(_, s)| *s > 0.0).map(|((_, id), s)| (*id, s)).collect();
-        fuse(pool, &lexical, self.lexical_weight)
+        Ok(fuse(pool, &lexical, self.lexical_weight))
     }
 }
 

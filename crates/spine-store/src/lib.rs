@@ -28,6 +28,7 @@ use spine_core::{
     Timestamp,
 };
 
+pub use codec::Body;
 pub use operator::{
     AutoSummary, Check, ConsolidationCandidate, ConsolidationGroup, ConsolidationLink,
     ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, MissingSummaries, OperatorStore,
@@ -275,7 +276,7 @@ pub struct Adjacent {
     /// The record's id.
     pub id: RecordId,
     /// The record with its vector; `None` for one the caller holds already (`known`).
-    pub record: Option<(Memory, Vec<f32>)>,
+    pub record: Option<(Body, Vec<f32>)>,
 }
 
 /// A record near the query.
@@ -290,7 +291,7 @@ pub struct Neighbour {
     /// The record itself when it is active (recall-visible), read in the same snapshot as
     /// the scan that proposed it; `None` for a record the gate hides (only its states are
     /// needed, SPEC search rule 4).
-    pub record: Option<Memory>,
+    pub record: Option<Body>,
 }
 
 /// A tag and how many records carry it.

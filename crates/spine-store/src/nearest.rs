@@ -3,9 +3,9 @@
 //! nearest of every state and the `active` nearest active ones, each active one with its
 //! record (read in the engine's snapshot).
 
-use spine_core::{Memory, RecordId, StateMarkers};
+use spine_core::{RecordId, StateMarkers};
 
-use crate::{NearestQuery, Neighbour, Result};
+use crate::{Body, NearestQuery, Neighbour, Result};
 
 /// A candidate with its exact cosine to the query; `record` is what the engine needs to
 /// read its record (a rowid, or the payload it already holds).
@@ -21,7 +21,7 @@ pub(crate) struct Scored<R> {
 pub(crate) fn neighbours<R>(
     q: &NearestQuery<'_>,
     mut scored: Vec<Scored<R>>,
-    mut read: impl FnMut(R) -> Result<Memory>,
+    mut read: impl FnMut(R) -> Result<Body>,
 ) -> Result<Vec<Neighbour>> {
     scored.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| b.id.cmp(&a.id)));
     let (mut seen, mut seen_active) = (0, 0);

@@ -41,7 +41,7 @@ fn check(store: &dyn Store, records: &[Memory]) {
             .unwrap()
             .into_iter()
             .inspect(|a| assert_eq!(a.anchor, anchor.id))
-            .map(|a| a.record.unwrap().0.content)
+            .map(|a| a.record.unwrap().0.into_memory().unwrap().content)
             .collect();
         got.sort();
         got
@@ -59,7 +59,7 @@ fn check(store: &dyn Store, records: &[Memory]) {
     for a in &adj {
         match &a.record {
             None => assert_eq!(a.id, turn_3),
-            Some((m, vector)) => assert_eq!((m.id, vector.len()), (a.id, 2)),
+            Some((m, vector)) => assert_eq!((m.memory().unwrap().id, vector.len()), (a.id, 2)),
         }
     }
     // Another model's vectors: nothing.
@@ -71,7 +71,7 @@ fn check(store: &dyn Store, records: &[Memory]) {
         .adjacent(Selection { filter: &window, ..sel }, &[anchor], "m", 2, &|_| false)
         .unwrap()
         .into_iter()
-        .map(|a| a.record.unwrap().0.content)
+        .map(|a| a.record.unwrap().0.into_memory().unwrap().content)
         .filter(|c| c.as_str() > "turn 7")
         .collect();
     assert_eq!(after, vec!["turn 8"]);

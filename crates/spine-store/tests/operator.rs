@@ -127,12 +127,12 @@ fn nearest_returns_active_records_with_their_payload_and_hidden_ones_without() {
     assert_eq!(found.len(), 3);
     for n in &found {
         match n.states.is_empty() {
-            true => assert_eq!(n.record.as_ref().map(|m| m.id), Some(n.id)),
+            true => assert_eq!(n.record.as_ref().map(|m| m.memory().unwrap().id), Some(n.id)),
             false => assert_eq!((n.id, n.record.as_ref()), (f.bob.id, None)),
         }
     }
     let alice = found.iter().find(|n| n.id == f.alice.id).unwrap();
-    assert_eq!(alice.record.as_ref().unwrap().content, "alice's");
+    assert_eq!(alice.record.as_ref().unwrap().memory().unwrap().content, "alice's");
 }
 
 /// The write rule (SPEC Authentication 4), on both engines: an owner changes only their own

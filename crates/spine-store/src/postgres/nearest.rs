@@ -12,7 +12,8 @@ use spine_core::RecordId;
 
 use super::PgStore;
 use super::query::Where;
-use crate::codec::{decode, parse_id};
+use crate::Body;
+use crate::codec::parse_id;
 use crate::fields::{Fields, markers};
 use crate::nearest::{Scored, neighbours};
 use crate::{Gate, NearestQuery, Neighbour, Result, StoreError};
@@ -108,6 +109,6 @@ impl PgStore {
             let score = spine_core::cosine(q.vector, r.get::<_, Vector>(5).as_slice());
             scored.insert(id, Scored { score, id, markers: markers(r, 1)?, record: r.text(6)? });
         }
-        neighbours(q, scored.into_values().collect(), |body| decode(&body))
+        neighbours(q, scored.into_values().collect(), |body| Ok(Body::new(body)))
     }
 }

@@ -8,6 +8,7 @@ use spine_core::{EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, Timestam
 use super::PgStore;
 use super::query::Where;
 use super::rows::{stamp, stamp_successor, write};
+use crate::Body;
 use crate::codec::{decode, parse_id};
 use crate::fields::Fields;
 use crate::predicate::{readable_alternatives, writable_at};
@@ -374,7 +375,7 @@ impl Store for PgStore {
                 let id = parse_id(&r.text(1)?)?;
                 let record = match known(&id) {
                     true => None,
-                    false => Some((decode(&r.text(2)?)?, r.get::<_, Vector>(3).to_vec())),
+                    false => Some((Body::new(r.text(2)?), r.get::<_, Vector>(3).to_vec())),
                 };
                 Ok(Adjacent { anchor: parse_id(&r.text(0)?)?, id, record })
             })

@@ -9,6 +9,7 @@ use spine_core::{
 use super::query::*;
 use super::rows::*;
 use super::*;
+use crate::Body;
 use crate::codec::parse_id;
 use crate::nearest::{Scored, neighbours};
 use crate::predicate::writable_at;
@@ -139,11 +140,7 @@ impl Store for SqliteStore {
         }
         let mut body = tx.prepare_cached("SELECT body FROM memories WHERE rowid = ?1")?;
         // Only records whose vector this snapshot holds were scored: their rows are here.
-        neighbours(q, scored, |rowid| {
-            let mut rows = body.query([rowid])?;
-            let r = rows.next()?.ok_or(rusqlite::Error::QueryReturnedNoRows)?;
-            decode(r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?)
-        })
+        neighbours(q, scored, |rowid| Ok(Body::new(body.query_row([rowid], |r| r.get(0))?)))
     }
 
     fn get_many(&self, ids: &[RecordId]) -> Result<Vec<Memory>> {
@@ -352,7 +349,7 @@ impl Store for SqliteStore {
                     let record = match known(&id) {
                         true => None,
                         false => Some((
-                            decode(r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?)?,
+                            Body::new(r.get(1)?),
                             blob_to_vec(r.get_ref(2)?.as_blob().map_err(rusqlite::Error::from)?),
                         )),
                     };
