@@ -128,8 +128,8 @@ impl TermCounts {
 /// the lexical step costs, and a scope that is searched is searched again; keyed by the
 /// payload as stored, a cached record is not even decoded. Invariant: cached counts are
 /// exactly those of `spine_core::lexical::record_terms` of the record's content, summary and
-/// tags — an edited record has another payload and is tokenised afresh — so the cache never
-/// changes a result.
+/// tags — an edited record has another payload and is tokenised afresh (so is one whose
+/// access count a `get_memory` bumped, once) — so the cache never changes a result.
 pub struct TermCache(Mutex<LruCache<TermKey, Arc<TermCounts>>>);
 
 /// A record's id and the hash of its stored payload.
