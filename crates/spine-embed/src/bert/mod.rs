@@ -339,21 +339,55 @@ const ACTIVATION_ZERO: u8 = 128;
 
 /// `row` (times `inv_smooth` per channel, if given) quantised to `out` as `u8` around
 /// [`ACTIVATION_ZERO`]: returns the scale (`value ≈ scale · (q − zero)`).
+///
+/// Written so that the compiler vectorises both loops: the largest magnitude in 16 lanes,
+/// and a conversion that cannot saturate (`as u8` of a float is a saturating cast, which
+/// compiled to one scalar conversion and two comparisons per value, and made quantising a
+/// query's rows a fifth of its pass on AVX-512 VNNI). NaN becomes 0 and ±∞ saturates, as
+/// `as u8` did.
 #[multiversion(targets("x86_64+avx512f+avx512vl", "x86_64+avx2+fma", "aarch64+neon"))]
 fn quantize_row(row: &[f32], inv_smooth: Option<&[f32]>, out: &mut [u8]) -> f32 {
-    let mut reach = [0f32; 8];
-    let value = |i: usize| inv_smooth.map_or(row[i], |s| row[i] * s[i]);
-    for i in 0..row.len() {
-        reach[i % 8] = reach[i % 8].max(value(i).abs());
-    }
-    let max = reach.into_iter().fold(0f32, f32::max);
+    let max = max_abs(row, inv_smooth);
     let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
     let (inv, offset) = (1.0 / scale, ACTIVATION_ZERO as f32 + 0.5);
-    for (i, q) in out.iter_mut().enumerate() {
-        // Within [1.5, 255.5]: truncating rounds.
-        *q = (value(i) * inv + offset) as u8;
+    let level = |v: f32| {
+        // Within [1.5, 255.5] for finite values: truncating rounds. Bounded first, NaN to 0
+        // (`max` returns the other operand; `clamp` would keep the NaN).
+        #[allow(clippy::manual_clamp)]
+        let v = (v * inv + offset).max(0.0).min(255.0);
+        // SAFETY: `v` is finite and within [0, 255], representable as `i32`.
+        unsafe { v.to_int_unchecked::<i32>() as u8 }
+    };
+    match inv_smooth {
+        None => out.iter_mut().zip(row).for_each(|(q, x)| *q = level(*x)),
+        Some(s) => out.iter_mut().zip(row).zip(s).for_each(|((q, x), s)| *q = level(x * s)),
     }
     scale
+}
+
+/// The largest `|x · s|` over `row` (and `smooth`, else s = 1), NaN ignored, in
+/// [`kernels::LANES`] running maxima over whole chunks.
+#[inline(always)]
+fn max_abs(row: &[f32], smooth: Option<&[f32]>) -> f32 {
+    const L: usize = kernels::LANES;
+    let mut reach = [0f32; L];
+    let fold = |r: &mut f32, v: f32| *r = r.max(v.abs());
+    let whole = row.len() / L * L;
+    match smooth {
+        None => {
+            for c in row[..whole].chunks_exact(L) {
+                reach.iter_mut().zip(c).for_each(|(r, x)| fold(r, *x));
+            }
+            row[whole..].iter().for_each(|x| fold(&mut reach[0], *x));
+        }
+        Some(s) => {
+            for (c, s) in row[..whole].chunks_exact(L).zip(s.chunks_exact(L)) {
+                reach.iter_mut().zip(c).zip(s).for_each(|((r, x), s)| fold(r, x * s));
+            }
+            row[whole..].iter().zip(&s[whole..]).for_each(|(x, s)| fold(&mut reach[0], x * s));
+        }
+    }
+    reach.into_iter().fold(0f32, f32::max)
 }
 
 /// `y = acc · row_scale · scale + bias`, per output channel.

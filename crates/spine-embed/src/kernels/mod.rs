@@ -331,15 +331,20 @@ fn exp(x: f32) -> f32 {
     // Adding and subtracting 1.5 · 2^23 rounds to the nearest integer.
     const ROUND: f32 = 12_582_912.0;
     let x = x.clamp(-87.0, 88.0);
-    let n = (x * LOG2_E + ROUND) - ROUND;
+    // `shifted` lies in [2^23, 2^24), where a float's last mantissa bit is 1: its bits are
+    // ROUND's plus the integer n, and n itself is the exact difference.
+    let shifted = x * LOG2_E + ROUND;
+    let n = shifted - ROUND;
     let r = x - n * LN2_HI - n * LN2_LO;
     let p = 1.0
         + r * (1.0
             + r * (1.0 / 2.0
                 + r * (1.0 / 6.0
                     + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r / 5040.0))))));
-    // 2^n through the exponent bits: n lies in [-126, 127].
-    p * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    // 2^n through the exponent bits: n lies in [-126, 127]. Taken from `shifted`'s bits
+    // rather than by `n as i32`, a saturating cast that kept the callers' loops scalar.
+    let biased = shifted.to_bits().wrapping_sub(ROUND.to_bits()).wrapping_add(127);
+    p * f32::from_bits(biased << 23)
 }
 
 /// `x · Φ(x) = x · (1 + erf(x/√2)) / 2` with erfc from Abramowitz & Stegun 7.1.26. For
@@ -363,7 +368,8 @@ fn gelu_slice(xs: &mut [f32]) {
     }
 }
 
-const LANES: usize = 16;
+/// The running sums (or maxima) a row reduction keeps: one AVX-512 register of f32.
+pub(crate) const LANES: usize = 16;
 
 /// Sum of a slice in LANES independent accumulators.
 #[inline(always)]

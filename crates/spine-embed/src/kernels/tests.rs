@@ -15,6 +15,27 @@ fn exp_matches_std_within_a_few_ulp() {
     assert!(exp(-1e4) < 1e-37);
 }
 
+/// `exp` reads 2^n from the bits of `x · log2 e + 1.5 · 2^23`: the same power as the
+/// integer conversion of n, at both ends of the clamped range and between.
+#[test]
+fn exp_takes_the_same_power_of_two_as_converting_n() {
+    let cast = |x: f32| {
+        let n = (x.clamp(-87.0, 88.0) * std::f32::consts::LOG2_E + 12_582_912.0) - 12_582_912.0;
+        f32::from_bits(((n as i32 + 127) as u32) << 23)
+    };
+    let mut x = -100.0f32;
+    while x < 100.0 {
+        let y = x.clamp(-87.0, 88.0);
+        let n = (y * std::f32::consts::LOG2_E + 12_582_912.0) - 12_582_912.0;
+        let r = y - n * 0.693_359_4 - n * -2.121_944_4e-4;
+        // exp(x) = p(r) · 2^n; dividing by the cast's 2^n leaves p(r), a value near 1.
+        let p = exp(x) / cast(x);
+        assert!((p - r.exp()).abs() < 1e-6, "x {x}: {p} against e^{r}");
+        x += 0.003_1;
+    }
+    assert!(exp(f32::NAN).is_nan());
+}
+
 #[test]
 fn gelu_matches_the_erf_definition() {
     let mut worst = 0f64;
