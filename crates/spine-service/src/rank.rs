@@ -130,36 +130,66 @@ impl TermCounts {
 /// exactly those of `spine_core::lexical::record_terms` of the record's content, summary and
 /// tags — an edited record has another payload and is tokenised afresh (so is one whose
 /// access count a `get_memory` bumped, once) — so the cache never changes a result.
-pub struct TermCache(Mutex<LruCache<TermKey, Arc<TermCounts>>>);
+///
+/// A search takes the lock twice for its whole pool (look up, then add what was missing),
+/// not once per record: under 50 concurrent searches, one lock taken per pool record was
+/// ~200 hand-overs of the same cache lines per search.
+pub struct TermCache {
+    cache: Mutex<LruCache<TermKey, Arc<TermCounts>>>,
+    /// Hashes payloads: foldhash, seeded per process (not a fixed seed, so that nobody can
+    /// write a payload that collides with another on purpose).
+    payload: foldhash::fast::RandomState,
+}
 
 /// A record's id and the hash of its stored payload.
 type TermKey = (RecordId, u64);
 
 impl Default for TermCache {
     fn default() -> Self {
-        TermCache(Mutex::new(LruCache::new(
-            NonZeroUsize::new(TERM_CACHE_RECORDS).expect("non-zero capacity"),
-        )))
+        TermCache {
+            cache: Mutex::new(LruCache::new(
+                NonZeroUsize::new(TERM_CACHE_RECORDS).expect("non-zero capacity"),
+            )),
+            payload: foldhash::fast::RandomState::default(),
+        }
     }
 }
 
 impl TermCache {
-    /// The term counts of record `id` stored as `body`, from the cache or tokenised now
-    /// (decoding the body).
-    pub fn terms(&self, id: RecordId, body: &Body) -> Result<Arc<TermCounts>, Error> {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        body.raw().hash(&mut h);
-        let key = (id, h.finish());
-        let lock = || self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(t) = lock().get(&key) {
-            return Ok(t.clone());
+    /// The term counts of each record `(id, stored payload)`, in order: from the cache, or
+    /// tokenised now (decoding the body) and added to it.
+    pub fn terms(&self, records: &[(RecordId, &Body)]) -> Result<Vec<Arc<TermCounts>>, Error> {
+        use std::hash::BuildHasher;
+        let keys: Vec<TermKey> =
+            records.iter().map(|(id, body)| (*id, self.payload.hash_one(body.raw()))).collect();
+        let lock = || self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        let cached: Vec<Option<Arc<TermCounts>>> = {
+            let mut cache = lock();
+            keys.iter().map(|k| cache.get(k).cloned()).collect()
+        };
+        let mut added = Vec::new();
+        let counts = cached
+            .into_iter()
+            .zip(records.iter().zip(&keys))
+            .map(|(hit, ((_, body), key))| match hit {
+                Some(t) => Ok(t),
+                None => {
+                    let m = body.memory().map_err(store_error)?;
+                    let t = Arc::new(TermCounts::new(&spine_core::lexical::record_terms(
+                        &m.content, &m.summary, &m.tags,
+                    )));
+                    added.push((*key, t.clone()));
+                    Ok(t)
+                }
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        if !added.is_empty() {
+            let mut cache = lock();
+            for (key, t) in added {
+                cache.put(key, t);
+            }
         }
-        let m = body.memory().map_err(store_error)?;
-        let t = Arc::new(TermCounts::new(&spine_core::lexical::record_terms(
-            &m.content, &m.summary, &m.tags,
-        )));
-        lock().put(key, t.clone());
-        Ok(t)
+        Ok(counts)
     }
 }
 
@@ -406,11 +436,13 @@ impl Service {
         terms: &mut HashMap<RecordId, Arc<TermCounts>>,
         query_terms: &[String],
     ) -> Result<Vec<Fused>, Error> {
-        for (_, id) in pool {
-            if !terms.contains_key(id) {
-                terms.insert(*id, self.terms.terms(*id, &records[id])?);
-            }
-        }
+        let missing: Vec<(RecordId, &Body)> = pool
+            .iter()
+            .filter(|(_, id)| !terms.contains_key(id))
+            .map(|(_, id)| (*id, &records[id]))
+            .collect();
+        let counted = self.terms.terms(&missing)?;
+        terms.extend(missing.iter().map(|(id, _)| *id).zip(counted));
         let docs: Vec<&TermCounts> = pool.iter().map(|(_, id)| &*terms[id]).collect();
         let bm25 = bm25(query_terms, &docs);
         let lexical: Vec<(RecordId, f32)> =

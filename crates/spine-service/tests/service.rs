@@ -600,6 +600,33 @@ fn identifier_query_ranks_the_record_naming_it_first_and_keeps_the_cosine_as_sco
     assert!(hits[1..].iter().any(|h| h["score"].as_f64().unwrap() > s0), "{hits:?}");
 }
 
+/// The lexical step reads each record's terms through a cache keyed by the record's stored
+/// payload: a record edited after a search is tokenised afresh, so its new words count at
+/// once (keyed by id alone, the old terms would rank the paraphrases first).
+#[test]
+fn an_edited_record_is_matched_by_its_new_words_in_the_next_search() {
+    let e = env();
+    background(&e);
+    let records = [
+        "Known crash in config loading when SPINE_HOME is blank.",
+        "Loading settings panics when an environment variable is blank.",
+        "The config crate crashes on blank environment variables.",
+        "Startup panics when a required setting is missing.",
+        "Reading configuration panics if a variable holds an empty string.",
+        "Settings loading crashes on empty environment values.",
+    ];
+    let id = e.store(&anon(), records[0], json!({})).id;
+    for r in &records[1..] {
+        e.store(&anon(), r, json!({}));
+    }
+    let query =
+        json!({"query": "load_config_from_env panics on empty var", "scope": SCOPE, "k": 3});
+    let edited = "Known crash in load_config_from_env when SPINE_HOME is blank.";
+    assert!(!contents(&e.search(&anon(), query.clone())).contains(&edited.to_owned()));
+    e.service.update_memory(&anon(), args(json!({"id": id, "content": edited}))).unwrap();
+    assert_eq!(contents(&e.search(&anon(), query))[0], edited);
+}
+
 #[test]
 fn path_query_ranks_the_record_with_that_path_first() {
     let records = [
