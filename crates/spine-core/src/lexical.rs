@@ -21,38 +21,65 @@ pub const JOINERS: &[char] = &['_', '-', '.', '/', '\\', ':'];
 /// How a compound splits, coarsest first; camelCase comes after the last level.
 const LEVELS: &[&[char]] = &[&['/', '\\', ':'], &['-'], &['.'], &['_']];
 
-/// Words too common to say anything about a record.
-const STOP_WORDS: &[&str] = &[
+/// Defines [`is_stop_word`] and, for the tests, the same words as a list.
+macro_rules! stop_words {
+    ($($w:literal),* $(,)?) => {
+        /// Whether `t` is a word too common to say anything about a record. A `match`
+        /// compiles to a switch on length and bytes; searching a list compared strings one
+        /// by one (a quarter of the tokenizer's time).
+        fn is_stop_word(t: &str) -> bool {
+            matches!(t, $($w)|*)
+        }
+
+        #[cfg(test)]
+        const STOP_WORDS: &[&str] = &[$($w),*];
+    };
+}
+
+stop_words! {
     "an", "and", "are", "as", "at", "be", "but", "by", "can", "do", "does", "for", "from", "has",
     "have", "how", "if", "in", "into", "is", "it", "its", "of", "on", "or", "so", "that", "the",
     "then", "there", "this", "to", "was", "we", "were", "what", "when", "where", "which", "who",
     "why", "will", "with",
-];
+}
 
 /// Every term of `text`, in order of appearance, repeats kept (term frequency matters to
 /// BM25).
 pub fn terms(text: &str) -> Vec<String> {
-    terms_without(text, &[])
+    let mut out = Vec::new();
+    for_each_term(text, |t| out.push(t.to_owned()));
+    out
 }
 
-/// [`terms`] without the words of `more_stop_words` either.
-fn terms_without(text: &str, more_stop_words: &[&str]) -> Vec<String> {
-    let mut out = Vec::new();
-    for chunk in text.split(|c: char| !(c.is_alphanumeric() || JOINERS.contains(&c))) {
-        compound(chunk, more_stop_words, &mut out);
-    }
-    out
+/// Calls `f` with each of [`terms`] of `text`, in the same order, without allocating a string
+/// per term: what a caller that only hashes or counts terms wants (a search tokenises a
+/// pool of a hundred records).
+pub fn for_each_term(text: &str, mut f: impl FnMut(&str)) {
+    Tokenizer::new(&[], &mut f).text(text);
 }
 
 /// The terms of a record: those of its content, summary and tags (what its lexical score is
 /// computed over).
 pub fn record_terms(content: &str, summary: &str, tags: &[String]) -> Vec<String> {
-    let mut out = terms(content);
-    out.extend(terms(summary));
-    for tag in tags {
-        out.extend(terms(tag));
-    }
+    let mut out = Vec::new();
+    for_each_record_term(content, summary, tags, |t| out.push(t.to_owned()));
     out
+}
+
+/// Calls `f` with each of [`record_terms`], in the same order, without allocating a string
+/// per term.
+pub fn for_each_record_term(
+    content: &str,
+    summary: &str,
+    tags: &[String],
+    mut f: impl FnMut(&str),
+) {
+    let mut tokenizer = Tokenizer::new(&[], &mut f);
+    tokenizer.text(content);
+    tokenizer.text(summary);
+    for tag in tags {
+        tokenizer.text(tag);
+    }
 }
 
 /// Words that say nothing about what a question asks for: auxiliaries and pronouns ("What
@@ -104,43 +131,42 @@ const QUERY_STOP_WORDS: &[&str] = &[
 /// The distinct terms of a query, in order of first appearance, without
 /// [`QUERY_STOP_WORDS`].
 pub fn query_terms(text: &str) -> Vec<String> {
-    let mut out = terms_without(text, QUERY_STOP_WORDS);
+    let mut out: Vec<String> = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    out.retain(|t| seen.insert(t.clone()));
+    Tokenizer::new(QUERY_STOP_WORDS, &mut |t: &str| {
+        if seen.insert(t.to_owned()) {
+            out.push(t.to_owned());
+        }
+    })
+    .text(text);
     out
 }
 
-/// Pushes `word` (outer joiners trimmed) and, when it is a compound, its parts.
-fn compound(word: &str, stop: &[&str], out: &mut Vec<String>) {
-    let word = word.trim_matches(JOINERS);
-    if word.is_empty() {
-        return;
-    }
-    push(word, stop, out);
-    if let Some(core) = version_core(word) {
-        // `v0.11.1` also answers to `0.11.1`, and `2.0.0-rc.1` to `2.0.0`.
-        if core != word {
-            push(core, stop, out);
-        }
-        if let Some(bare) = word.strip_prefix(['v', 'V']).filter(|b| *b != core) {
-            push(bare, stop, out);
-        }
-        return;
-    }
-    for level in LEVELS {
-        if word.contains(*level) {
-            for part in word.split(*level) {
-                compound(part, stop, out);
-            }
-            return;
-        }
-    }
-    let parts = camel_parts(word);
-    if parts.len() > 1 {
-        for part in parts {
-            push(part, stop, out);
-        }
-    }
+/// Whether `c` separates terms: anything but alphanumerics and [`JOINERS`].
+fn separates(c: char) -> bool {
+    !(c.is_alphanumeric() || JOINERS.contains(&c))
+}
+
+/// Whether the byte `b` is one of [`JOINERS`] (all of them ASCII).
+fn is_joiner(b: u8) -> bool {
+    matches!(b, b'_' | b'-' | b'.' | b'/' | b'\\' | b':')
+}
+
+/// Whether `word` contains a joiner.
+fn has_joiner(word: &str) -> bool {
+    word.bytes().any(is_joiner)
+}
+
+/// `word` without joiners at either end.
+fn trim_joiners(word: &str) -> &str {
+    let b = word.as_bytes();
+    let Some(first) = b.iter().position(|&c| !is_joiner(c)) else {
+        return "";
+    };
+    let last = b.iter().rposition(|&c| !is_joiner(c)).unwrap_or(first);
+    // Each end is the end of `word` or next to a joiner (one ASCII byte): a character
+    // boundary.
+    &word[first..=last]
 }
 
 /// The Snowball English stemmer (`rust-stemmers`), built once.
@@ -152,35 +178,134 @@ static STEMMER: std::sync::LazyLock<rust_stemmers::Stemmer> =
 /// lookup a tenth of that). Emptied when it reaches [`STEM_CACHE_WORDS`].
 const STEM_CACHE_WORDS: usize = 50_000;
 
+/// Word to stem, hashed with foldhash (seeded per thread: the words are anyone's text).
+type StemCache = std::collections::HashMap<String, String, foldhash::fast::RandomState>;
+
 thread_local! {
-    static STEMS: std::cell::RefCell<std::collections::HashMap<String, String>> =
-        std::cell::RefCell::default();
+    static STEMS: std::cell::RefCell<StemCache> = std::cell::RefCell::default();
 }
 
-fn stem(word: String) -> String {
+/// Writes the stem of `word` (lower-case ASCII letters) into `out`.
+fn stem_into(word: &str, out: &mut String) {
+    out.clear();
     STEMS.with_borrow_mut(|cache| {
-        if let Some(s) = cache.get(&word) {
-            return s.clone();
+        if let Some(s) = cache.get(word) {
+            out.push_str(s);
+            return;
         }
         if cache.len() >= STEM_CACHE_WORDS {
             cache.clear();
         }
-        let s = STEMMER.stem(&word).into_owned();
-        cache.insert(word, s.clone());
-        s
-    })
+        let s = STEMMER.stem(word).into_owned();
+        out.push_str(&s);
+        cache.insert(word.to_owned(), s);
+    });
 }
 
-fn push(term: &str, stop: &[&str], out: &mut Vec<String>) {
-    let term = term.to_lowercase();
-    let t = term.as_str();
-    if term.chars().nth(1).is_some() && !STOP_WORDS.contains(&t) && !stop.contains(&t) {
-        if term.chars().all(|c| c.is_ascii_lowercase()) {
-            out.push(stem(term));
-        } else {
-            out.push(term);
+/// Splits text into terms and hands each to `emit`, reusing two buffers for the term being
+/// lower-cased and stemmed, so that no term costs an allocation.
+struct Tokenizer<'a> {
+    /// Words dropped on top of the stop words ([`is_stop_word`]).
+    stop: &'a [&'a str],
+    /// The term being lower-cased.
+    lower: String,
+    /// Its stem.
+    stemmed: String,
+    emit: &'a mut dyn FnMut(&str),
+}
+
+impl<'a> Tokenizer<'a> {
+    fn new(stop: &'a [&'a str], emit: &'a mut dyn FnMut(&str)) -> Self {
+        Tokenizer { stop, lower: String::new(), stemmed: String::new(), emit }
+    }
+
+    /// What `text.split(separates)` yields, each piece tokenised; ASCII is classified a
+    /// byte at a time.
+    fn text(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        let (mut start, mut i) = (0, 0);
+        while i < bytes.len() {
+            let b = bytes[i];
+            let (width, sep) = if b.is_ascii() {
+                (1, !(b.is_ascii_alphanumeric() || is_joiner(b)))
+            } else {
+                let c = text[i..].chars().next().expect("a character starts here");
+                (c.len_utf8(), separates(c))
+            };
+            if sep {
+                self.compound(&text[start..i]);
+                start = i + width;
+            }
+            i += width;
+        }
+        self.compound(&text[start..]);
+    }
+
+    /// Emits `word` (outer joiners trimmed) and, when it is a compound, its parts.
+    fn compound(&mut self, word: &str) {
+        let word = trim_joiners(word);
+        if word.is_empty() {
+            return;
+        }
+        self.push(word);
+        if has_joiner(word) {
+            if let Some(core) = version_core(word) {
+                // `v0.11.1` also answers to `0.11.1`, and `2.0.0-rc.1` to `2.0.0`.
+                if core != word {
+                    self.push(core);
+                }
+                if let Some(bare) = word.strip_prefix(['v', 'V']).filter(|b| *b != core) {
+                    self.push(bare);
+                }
+                return;
+            }
+            for level in LEVELS {
+                if word.contains(*level) {
+                    for part in word.split(*level) {
+                        self.compound(part);
+                    }
+                    return;
+                }
+            }
+        }
+        if has_inner_upper(word) {
+            let parts = camel_parts(word);
+            if parts.len() > 1 {
+                for part in parts {
+                    self.push(part);
+                }
+            }
         }
     }
+
+    /// Emits `term` lower-cased, stemmed when it is a word of ASCII letters, unless it is a
+    /// single character or a stop word.
+    fn push(&mut self, term: &str) {
+        self.lower.clear();
+        if term.is_ascii() {
+            self.lower.push_str(term);
+            self.lower.make_ascii_lowercase();
+        } else {
+            // `str::to_lowercase`, not per character: a final sigma lower-cases to `ς`.
+            self.lower.push_str(&term.to_lowercase());
+        }
+        let t = self.lower.as_str();
+        if t.chars().nth(1).is_none() || is_stop_word(t) || self.stop.contains(&t) {
+            return;
+        }
+        if t.bytes().all(|b| b.is_ascii_lowercase()) {
+            stem_into(t, &mut self.stemmed);
+            (self.emit)(&self.stemmed);
+        } else {
+            (self.emit)(t);
+        }
+    }
+}
+
+/// Whether a character after the first of `word` is upper-case: the only words
+/// [`camel_parts`] can split.
+fn has_inner_upper(word: &str) -> bool {
+    word.chars().skip(1).any(char::is_uppercase)
 }
 
 /// When `word` is a version string — `v`? digits (`.` digits)+, then optionally `-` and a
@@ -323,6 +448,100 @@ mod tests {
         );
         assert!(terms("she did").contains(&"she".to_owned()));
         assert!(query_terms("would you").is_empty());
+    }
+
+    /// The tokenizer as it was before it reused buffers (one `String` per term, a stop-word
+    /// scan, camelCase split attempted on every word): the reference the visitor must match.
+    mod reference {
+        use super::super::*;
+
+        pub fn terms_without(text: &str, stop: &[&str]) -> Vec<String> {
+            let mut out = Vec::new();
+            for chunk in text.split(|c: char| !(c.is_alphanumeric() || JOINERS.contains(&c))) {
+                compound(chunk, stop, &mut out);
+            }
+            out
+        }
+
+        fn compound(word: &str, stop: &[&str], out: &mut Vec<String>) {
+            let word = word.trim_matches(JOINERS);
+            if word.is_empty() {
+                return;
+            }
+            push(word, stop, out);
+            if let Some(core) = version_core(word) {
+                if core != word {
+                    push(core, stop, out);
+                }
+                if let Some(bare) = word.strip_prefix(['v', 'V']).filter(|b| *b != core) {
+                    push(bare, stop, out);
+                }
+                return;
+            }
+            for level in LEVELS {
+                if word.contains(*level) {
+                    for part in word.split(*level) {
+                        compound(part, stop, out);
+                    }
+                    return;
+                }
+            }
+            let parts = camel_parts(word);
+            if parts.len() > 1 {
+                for part in parts {
+                    push(part, stop, out);
+                }
+            }
+        }
+
+        fn push(term: &str, stop: &[&str], out: &mut Vec<String>) {
+            let term = term.to_lowercase();
+            let t = term.as_str();
+            if term.chars().nth(1).is_some() && !STOP_WORDS.contains(&t) && !stop.contains(&t) {
+                if term.chars().all(|c| c.is_ascii_lowercase()) {
+                    out.push(STEMMER.stem(&term).into_owned());
+                } else {
+                    out.push(term);
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn terms_match_the_reference_tokenizer(
+            text in "([a-zA-Z0-9_./:\\\\-]{1,12}|[ ,;()\"'\t\n]|[ΣσςéÉİßǅ💥]|[A-Z][a-z]+|the|The|with|there|in|a|did|She|v[0-9]\\.[0-9]{1,2}\\.[0-9]){0,40}"
+        ) {
+            proptest::prop_assert_eq!(terms(&text), reference::terms_without(&text, &[]));
+            let mut want = reference::terms_without(&text, QUERY_STOP_WORDS);
+            let mut seen = std::collections::HashSet::new();
+            want.retain(|t| seen.insert(t.clone()));
+            proptest::prop_assert_eq!(query_terms(&text), want);
+        }
+    }
+
+    #[test]
+    fn the_stop_word_match_is_the_list() {
+        assert!(STOP_WORDS.iter().all(|w| is_stop_word(w)));
+        for w in ["a", "ann", "the_", "thes", "wit", "withs", "The", ""] {
+            assert!(!is_stop_word(w), "{w}");
+        }
+    }
+
+    #[test]
+    fn the_visitors_see_exactly_the_terms_in_order() {
+        let text = "Parsing HTTPRequest in crates/spine-store/src/lib.rs at v0.11.1, ΣΑΣ naïve";
+        let mut seen = Vec::new();
+        for_each_term(text, |t| seen.push(t.to_owned()));
+        assert_eq!(seen, terms(text));
+        let tags = ["tag_one".to_owned(), "TagTwo".to_owned()];
+        let mut seen = Vec::new();
+        for_each_record_term(text, "a summary", &tags, |t| seen.push(t.to_owned()));
+        assert_eq!(seen, record_terms(text, "a summary", &tags));
+        let mut whole = terms(text);
+        whole.extend(terms("a summary"));
+        whole.extend(tags.iter().flat_map(|t| terms(t)));
+        assert_eq!(seen, whole);
     }
 
     #[test]

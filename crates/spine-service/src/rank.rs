@@ -18,7 +18,7 @@
 //! it) runs.
 
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
+use std::hash::BuildHasher;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
@@ -92,27 +92,43 @@ pub struct TermCounts {
     counts: Vec<(u64, u32)>,
 }
 
-/// The hash [`TermCounts`] keys a term by (SipHash with fixed keys: the same in every
-/// process).
+/// The hash [`TermCounts`] keys a term by: foldhash with a fixed seed (the counts live in
+/// memory only, so the seed need not be secret; nothing is gained by colliding on purpose
+/// that writing the other term would not give).
 pub fn term_hash(term: &str) -> u64 {
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    term.hash(&mut h);
-    h.finish()
+    const TERM_HASH: foldhash::fast::FixedState =
+        foldhash::fast::FixedState::with_seed(0x5350_494e_455f_4c58);
+    TERM_HASH.hash_one(term)
 }
 
 impl TermCounts {
     /// The counts of `terms`.
     pub fn new(terms: &[String]) -> Self {
-        let mut hashes: Vec<u64> = terms.iter().map(|t| term_hash(t)).collect();
+        Self::of_hashes(terms.iter().map(|t| term_hash(t)).collect())
+    }
+
+    /// The counts of a record's terms: those of `spine_core::lexical::record_terms` of its
+    /// content, summary and tags, hashed as they are found (no string per term).
+    pub fn of_record(content: &str, summary: &str, tags: &[String]) -> Self {
+        let mut hashes = Vec::with_capacity(content.len() / 6);
+        spine_core::lexical::for_each_record_term(content, summary, tags, |t| {
+            hashes.push(term_hash(t));
+        });
+        Self::of_hashes(hashes)
+    }
+
+    fn of_hashes(mut hashes: Vec<u64>) -> Self {
         hashes.sort_unstable();
         let mut counts: Vec<(u64, u32)> = Vec::new();
-        for h in hashes {
+        for &h in &hashes {
             match counts.last_mut() {
                 Some((last, n)) if *last == h => *n += 1,
                 _ => counts.push((h, 1)),
             }
         }
-        TermCounts { len: terms.len(), counts }
+        // Cached for many searches: no spare capacity.
+        counts.shrink_to_fit();
+        TermCounts { len: hashes.len(), counts }
     }
 
     /// How often the term whose [`term_hash`] is `hash` occurs.
@@ -175,9 +191,7 @@ impl TermCache {
                 Some(t) => Ok(t),
                 None => {
                     let m = body.memory().map_err(store_error)?;
-                    let t = Arc::new(TermCounts::new(&spine_core::lexical::record_terms(
-                        &m.content, &m.summary, &m.tags,
-                    )));
+                    let t = Arc::new(TermCounts::of_record(&m.content, &m.summary, &m.tags));
                     added.push((*key, t.clone()));
                     Ok(t)
                 }
@@ -525,6 +539,16 @@ mod tests {
         assert!(c.count(term_hash("config")) >= 2);
         assert_eq!(c.count(term_hash("absent")), 0);
         assert_eq!(TermCounts::new(&[]).count(term_hash("x")), 0);
+    }
+
+    #[test]
+    fn a_record_is_counted_as_its_record_terms() {
+        let (content, summary) = ("Parsing HTTPRequest in lib.rs, v0.11.1 ", "The parser");
+        let tags = ["http".to_owned(), "parser_v2".to_owned()];
+        assert_eq!(
+            TermCounts::of_record(content, summary, &tags),
+            TermCounts::new(&spine_core::lexical::record_terms(content, summary, &tags))
+        );
     }
 
     #[test]
