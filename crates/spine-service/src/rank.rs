@@ -19,7 +19,6 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
-use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
 use lru::LruCache;
@@ -73,9 +72,14 @@ pub const NEIGHBOUR_RADIUS: usize = 2;
 /// MRR from 0.531 to 0.511, 0.5 keeps it at the figure before the step (0.533).
 pub const NEIGHBOUR_WEIGHT: f32 = 0.5;
 
-/// Records whose lexical term counts a [`TermCache`] keeps (16 bytes a distinct term: about
-/// 20 MB at 150 distinct terms a record).
-pub const TERM_CACHE_RECORDS: usize = 8192;
+/// The memory a [`TermCache`] may hold ([`TermCounts::cached_bytes`]: 12 bytes a distinct
+/// term and ~130 a record): ~30,000 records of 2,000-character notes (~150 distinct terms
+/// each), ~100,000 short ones.
+///
+/// Bounded by bytes, not records: at 8,192 records, a store of 10,000 Debian descriptions
+/// tokenised a fifth of each search's pool again (a seventh of the server's CPU outside the
+/// embedder, `perf`), while 8,192 long notes and 8,192 one-liners differ tenfold in memory.
+pub const TERM_CACHE_BYTES: usize = 64 << 20;
 
 /// A record's lexical terms as BM25 reads them: how many there are, and how often each
 /// distinct one occurs, by the term's 64-bit hash ([`term_hash`]).
@@ -88,8 +92,10 @@ pub const TERM_CACHE_RECORDS: usize = 8192;
 pub struct TermCounts {
     /// The number of terms (the document length).
     len: usize,
-    /// Each distinct term's hash with its count, sorted by hash.
-    counts: Vec<(u64, u32)>,
+    /// Each distinct term's hash, sorted.
+    hashes: Box<[u64]>,
+    /// The count of the term at the same place in `hashes`.
+    counts: Box<[u32]>,
 }
 
 /// The hash [`TermCounts`] keys a term by: foldhash with a fixed seed (the counts live in
@@ -117,23 +123,32 @@ impl TermCounts {
         Self::of_hashes(hashes)
     }
 
-    fn of_hashes(mut hashes: Vec<u64>) -> Self {
-        hashes.sort_unstable();
-        let mut counts: Vec<(u64, u32)> = Vec::new();
-        for &h in &hashes {
-            match counts.last_mut() {
-                Some((last, n)) if *last == h => *n += 1,
-                _ => counts.push((h, 1)),
+    fn of_hashes(mut all: Vec<u64>) -> Self {
+        all.sort_unstable();
+        let (mut hashes, mut counts) = (Vec::new(), Vec::<u32>::new());
+        for &h in &all {
+            match (hashes.last(), counts.last_mut()) {
+                (Some(&last), Some(n)) if last == h => *n += 1,
+                _ => {
+                    hashes.push(h);
+                    counts.push(1);
+                }
             }
         }
-        // Cached for many searches: no spare capacity.
-        counts.shrink_to_fit();
-        TermCounts { len: hashes.len(), counts }
+        // Cached for many searches: no spare capacity (`into_boxed_slice` trims it).
+        TermCounts { len: all.len(), hashes: hashes.into(), counts: counts.into() }
     }
 
     /// How often the term whose [`term_hash`] is `hash` occurs.
     pub fn count(&self, hash: u64) -> u32 {
-        self.counts.binary_search_by_key(&hash, |(h, _)| *h).map_or(0, |i| self.counts[i].1)
+        self.hashes.binary_search(&hash).map_or(0, |i| self.counts[i])
+    }
+
+    /// What these counts cost a [`TermCache`]: their arrays, and a fixed share for the
+    /// struct, its `Arc` and the cache's entry (key, links, table slot).
+    pub fn cached_bytes(&self) -> usize {
+        const ENTRY: usize = 128;
+        ENTRY + self.hashes.len() * (size_of::<u64>() + size_of::<u32>())
     }
 }
 
@@ -151,7 +166,7 @@ impl TermCounts {
 /// not once per record: under 50 concurrent searches, one lock taken per pool record was
 /// ~200 hand-overs of the same cache lines per search.
 pub struct TermCache {
-    cache: Mutex<LruCache<TermKey, Arc<TermCounts>>>,
+    cache: Mutex<Lru>,
     /// Hashes payloads: foldhash, seeded per process (not a fixed seed, so that nobody can
     /// write a payload that collides with another on purpose).
     payload: foldhash::fast::RandomState,
@@ -160,18 +175,47 @@ pub struct TermCache {
 /// A record's id and the hash of its stored payload.
 type TermKey = (RecordId, u64);
 
-impl Default for TermCache {
-    fn default() -> Self {
-        TermCache {
-            cache: Mutex::new(LruCache::new(
-                NonZeroUsize::new(TERM_CACHE_RECORDS).expect("non-zero capacity"),
-            )),
-            payload: foldhash::fast::RandomState::default(),
+/// The least recently used entries go first, until the rest fits `budget` bytes
+/// ([`TermCounts::cached_bytes`]).
+struct Lru {
+    entries: LruCache<TermKey, Arc<TermCounts>>,
+    bytes: usize,
+    budget: usize,
+}
+
+impl Lru {
+    fn new(budget: usize) -> Self {
+        Lru { entries: LruCache::unbounded(), bytes: 0, budget }
+    }
+
+    fn insert(&mut self, key: TermKey, counts: Arc<TermCounts>) {
+        self.bytes += counts.cached_bytes();
+        // Two searches can miss the same record at once: the second replaces the first.
+        if let Some(old) = self.entries.put(key, counts) {
+            self.bytes -= old.cached_bytes();
+        }
+        while self.bytes > self.budget {
+            let Some((_, old)) = self.entries.pop_lru() else { break };
+            self.bytes -= old.cached_bytes();
         }
     }
 }
 
+impl Default for TermCache {
+    fn default() -> Self {
+        TermCache::with_budget(TERM_CACHE_BYTES)
+    }
+}
+
 impl TermCache {
+    /// A cache that holds at most `budget` bytes of term counts.
+    pub fn with_budget(budget: usize) -> Self {
+        TermCache {
+            cache: Mutex::new(Lru::new(budget)),
+            payload: foldhash::fast::RandomState::default(),
+        }
+    }
+
     /// The term counts of each record `(id, stored payload)`, in order: from the cache, or
     /// tokenised now (decoding the body) and added to it.
     pub fn terms(&self, records: &[(RecordId, &Body)]) -> Result<Vec<Arc<TermCounts>>, Error> {
@@ -181,7 +225,7 @@ impl TermCache {
         let lock = || self.cache.lock().unwrap_or_else(|p| p.into_inner());
         let cached: Vec<Option<Arc<TermCounts>>> = {
             let mut cache = lock();
-            keys.iter().map(|k| cache.get(k).cloned()).collect()
+            keys.iter().map(|k| cache.entries.get(k).cloned()).collect()
         };
         let mut added = Vec::new();
         let counts = cached
@@ -200,7 +244,7 @@ impl TermCache {
         if !added.is_empty() {
             let mut cache = lock();
             for (key, t) in added {
-                cache.put(key, t);
+                cache.insert(key, t);
             }
         }
         Ok(counts)
@@ -539,6 +583,40 @@ mod tests {
         assert!(c.count(term_hash("config")) >= 2);
         assert_eq!(c.count(term_hash("absent")), 0);
         assert_eq!(TermCounts::new(&[]).count(term_hash("x")), 0);
+    }
+
+    #[test]
+    fn the_cache_drops_the_least_recently_used_counts_beyond_its_budget() {
+        let counts = |text: &str| Arc::new(terms(text));
+        let (a, b, c) = (counts("alpha beta"), counts("gamma delta"), counts("epsilon zeta"));
+        let each = a.cached_bytes();
+        assert_eq!(b.cached_bytes(), each);
+        // Room for two entries, not three.
+        let mut lru = Lru::new(2 * each + each / 2);
+        let key = |n: u64| (RecordId::mint(), n);
+        let (ka, kb, kc) = (key(1), key(2), key(3));
+        lru.insert(ka, a.clone());
+        lru.insert(kb, b);
+        assert_eq!(lru.bytes, 2 * each);
+        assert!(lru.entries.get(&ka).is_some(), "a is now the most recently used");
+        lru.insert(kc, c);
+        assert_eq!(lru.bytes, 2 * each);
+        assert!(lru.entries.get(&kb).is_none(), "b was the least recently used");
+        assert!(lru.entries.get(&ka).is_some() && lru.entries.get(&kc).is_some());
+        // The same key again replaces its entry; the bytes are counted once.
+        lru.insert(ka, a);
+        assert_eq!((lru.entries.len(), lru.bytes), (2, 2 * each));
+        // A budget of nothing holds nothing.
+        let mut none = Lru::new(0);
+        none.insert(key(4), counts("one"));
+        assert_eq!((none.entries.len(), none.bytes), (0, 0));
+    }
+
+    #[test]
+    fn cached_bytes_grow_with_the_distinct_terms() {
+        let one = terms("alpha alpha alpha");
+        let two = terms("alpha beta");
+        assert_eq!(two.cached_bytes() - one.cached_bytes(), 12);
     }
 
     #[test]
