@@ -271,17 +271,19 @@ pub fn bm25(query_terms: &[String], docs: &[&TermCounts]) -> Vec<f32> {
     }
     let avgdl = (docs.iter().map(|d| d.len).sum::<usize>() as f32 / n).max(1.0);
     let hashes: Vec<u64> = query_terms.iter().map(|q| term_hash(q)).collect();
-    // tf[d][q]: occurrences of query term q in document d.
-    let tf: Vec<Vec<f32>> =
-        docs.iter().map(|d| hashes.iter().map(|&q| d.count(q) as f32).collect()).collect();
-    let idf: Vec<f32> = (0..query_terms.len())
+    // tf[d * terms + q]: occurrences of query term q in document d (one allocation, not one
+    // per document).
+    let terms = hashes.len();
+    let tf: Vec<f32> =
+        docs.iter().flat_map(|d| hashes.iter().map(|&q| d.count(q) as f32)).collect();
+    let idf: Vec<f32> = (0..terms)
         .map(|q| {
-            let df = tf.iter().filter(|d| d[q] > 0.0).count() as f32;
+            let df = tf.chunks_exact(terms).filter(|d| d[q] > 0.0).count() as f32;
             (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
         })
         .collect();
     docs.iter()
-        .zip(&tf)
+        .zip(tf.chunks_exact(terms))
         .map(|(d, tf)| {
             let norm = K1 * (1.0 - B + B * d.len as f32 / avgdl);
             tf.iter().zip(&idf).map(|(f, idf)| idf * f * (K1 + 1.0) / (f + norm)).sum()
