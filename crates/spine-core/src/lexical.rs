@@ -203,7 +203,8 @@ fn stem_into(word: &str, out: &mut String) {
 }
 
 /// Splits text into terms and hands each to `emit`, reusing two buffers for the term being
-/// lower-cased and stemmed, so that no term costs an allocation.
+/// lower-cased and stemmed: a term allocates only when it lower-cases non-ASCII letters or
+/// is the first of its word on this thread to be stemmed.
 struct Tokenizer<'a> {
     /// Words dropped on top of the stop words ([`is_stop_word`]).
     stop: &'a [&'a str],
