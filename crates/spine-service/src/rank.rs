@@ -125,18 +125,13 @@ impl TermCounts {
 
     fn of_hashes(mut all: Vec<u64>) -> Self {
         all.sort_unstable();
-        let (mut hashes, mut counts) = (Vec::new(), Vec::<u32>::new());
-        for &h in &all {
-            match (hashes.last(), counts.last_mut()) {
-                (Some(&last), Some(n)) if last == h => *n += 1,
-                _ => {
-                    hashes.push(h);
-                    counts.push(1);
-                }
-            }
+        let runs = || all.chunk_by(|a, b| a == b);
+        // Cached for many searches: no spare capacity (collected straight into boxes).
+        TermCounts {
+            len: all.len(),
+            hashes: runs().map(|run| run[0]).collect(),
+            counts: runs().map(|run| run.len() as u32).collect(),
         }
-        // Cached for many searches: no spare capacity (`into_boxed_slice` trims it).
-        TermCounts { len: all.len(), hashes: hashes.into(), counts: counts.into() }
     }
 
     /// How often the term whose [`term_hash`] is `hash` occurs.
@@ -219,7 +214,6 @@ impl TermCache {
     /// The term counts of each record `(id, stored payload)`, in order: from the cache, or
     /// tokenised now (decoding the body) and added to it.
     pub fn terms(&self, records: &[(RecordId, &Body)]) -> Result<Vec<Arc<TermCounts>>, Error> {
-        use std::hash::BuildHasher;
         let keys: Vec<TermKey> =
             records.iter().map(|(id, body)| (*id, self.payload.hash_one(body.raw()))).collect();
         let lock = || self.cache.lock().unwrap_or_else(|p| p.into_inner());
