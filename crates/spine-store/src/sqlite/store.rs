@@ -329,9 +329,13 @@ impl Store for SqliteStore {
                 w.sql
             )
         };
-        let conn = self.read()?;
-        let mut before = conn.prepare_cached(&side('<', "DESC"))?;
-        let mut after = conn.prepare_cached(&side('>', "ASC"))?;
+        // One read transaction for every anchor: the neighbours come from one snapshot, and
+        // 2 × anchors statements begin and end one read (each a round of SQLite's file and
+        // WAL-index locks, shared by every connection of the process) instead of one each.
+        let mut conn = self.read()?;
+        let tx = conn.transaction()?;
+        let mut before = tx.prepare_cached(&side('<', "DESC"))?;
+        let mut after = tx.prepare_cached(&side('>', "ASC"))?;
         let mut out = Vec::with_capacity(anchors.len() * 2);
         for a in anchors {
             let mut params = w.params.clone();
