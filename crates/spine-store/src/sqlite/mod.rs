@@ -339,6 +339,17 @@ mod tests {
         assert!(mapped(&store.lock()) >= 1 << 30);
     }
 
+    /// The bundled SQLite is built without its memory statistics (`.cargo/config.toml`):
+    /// with them every allocation inside SQLite takes one process-wide lock.
+    #[test]
+    fn sqlite_is_built_without_memory_statistics() {
+        let conn = Connection::open_in_memory().unwrap();
+        let mut stmt = conn.prepare("PRAGMA compile_options").unwrap();
+        let options: Vec<String> =
+            stmt.query_map([], |r| r.get(0)).unwrap().collect::<Result<_, _>>().unwrap();
+        assert!(options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"), "{options:?}");
+    }
+
     /// A write transaction that reads first waits for a write lock another connection
     /// holds, as a plain write does, instead of failing with "database is locked" when it
     /// comes to write.
