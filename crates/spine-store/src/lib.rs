@@ -470,7 +470,7 @@ pub trait Store: Send + Sync {
     /// `sel` (its scope filter ignored: each anchor's scope is used) that carry a vector
     /// from `model`: at most `2 × radius` per anchor, each with its vector unless `known`
     /// says the caller holds it already (the search's pool: neighbours are often in it, and
-    /// decoding them again was most of this read). Search's neighbour step
+    /// decoding them again was most of this read), all from one snapshot. Search's neighbour step
     /// (`spine_service::rank`): a turn of a conversation is often answered, or explained, by
     /// the records stored next to it.
     fn adjacent(
