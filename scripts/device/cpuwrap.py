@@ -1,5 +1,7 @@
 """cpuwrap.py PID -- CMD...: runs CMD, prints the server's CPU seconds by thread group over it
-(from /proc/PID/task/*/stat), the children's (client) CPU, and CPU-ms per call."""
+(from /proc/PID/task/*/stat), the children's (client) CPU, CPU-ms per call, and the server's
+context switches per call (/proc/PID/task/*/status): voluntary ones are waits (a lock, a
+channel, I/O), involuntary ones preemptions."""
 import json, os, re, resource, subprocess, sys, time
 pid = int(sys.argv[1]); cmd = sys.argv[sys.argv.index("--") + 1:]
 tick = os.sysconf("SC_CLK_TCK")
@@ -14,12 +16,24 @@ def snap():
         f = s[s.rindex(")") + 2:].split()
         out[t] = (re.sub(r"[-_]?\d+$", "", comm), int(f[11]) + int(f[12]))
     return out
-def total(s):
-    return sum(v for _, v in s.values())
+def switches():
+    out = [0, 0]
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            for l in open(f"/proc/{pid}/task/{t}/status"):
+                if l.startswith("voluntary_ctxt_switches:"):
+                    out[0] += int(l.split()[1])
+                elif l.startswith("nonvoluntary_ctxt_switches:"):
+                    out[1] += int(l.split()[1])
+        except OSError:
+            continue
+    return out
+w0 = switches()
 a, t0 = snap(), time.time()
 c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
 p = subprocess.run(cmd, capture_output=True, text=True)
 b, t1 = snap(), time.time()
+w1 = switches()
 c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
 groups = {}
 for t, (name, v) in b.items():
@@ -38,5 +52,8 @@ g = {k: round(v / tick, 2) for k, v in sorted(groups.items(), key=lambda kv: -kv
 print(json.dumps({"wall_s": round(wall, 1), "server_cpu_s": round(srv, 2), "server_cores": round(srv / wall, 2),
   "client_cpu_s": round(cli, 2), "calls": calls,
   "server_cpu_ms_per_call": round(1000 * srv / calls, 2) if calls else None,
-  "cpu_ms_per_call_by_group": {k: round(1000 * v / calls, 2) for k, v in g.items()} if calls else g}))
+  "cpu_ms_per_call_by_group": {k: round(1000 * v / calls, 2) for k, v in g.items()} if calls else g,
+  # threads that ended during the run are lost here too
+  "switches_per_call": {"voluntary": round((w1[0] - w0[0]) / calls, 1),
+                        "involuntary": round((w1[1] - w0[1]) / calls, 1)} if calls else None}))
 if p.returncode: print(p.stderr[-2000:])
