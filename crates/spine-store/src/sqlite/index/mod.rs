@@ -498,7 +498,14 @@ impl Index {
                 })
                 .collect()
         } else {
-            dist.iter().enumerate().filter_map(|(s, &d)| kept(s, d)).collect()
+            // At most every record within either cut: the histograms say how many, so the
+            // list is allocated once instead of grown (a few thousand entries a search).
+            let within = |hist: &[usize], cut: Option<usize>| {
+                cut.map_or(0, |t| hist[..=t].iter().sum::<usize>())
+            };
+            let mut out = Vec::with_capacity(within(&all, cut_all) + within(&act, cut_act));
+            out.extend(dist.iter().enumerate().filter_map(|(s, &d)| kept(s, d)));
+            out
         };
 
         // Stage 2: int8 scores, then the best of each kind for exact re-scoring.
@@ -528,7 +535,9 @@ impl Index {
             }
             chosen.extend(list.iter().map(|&(_, s, _)| s));
         };
-        pick(scored.iter().filter(|x| x.2).copied().collect(), p.active);
+        let mut active = Vec::with_capacity(scored.len());
+        active.extend(scored.iter().filter(|x| x.2).copied());
+        pick(active, p.active);
         pick(scored, p.any);
         chosen.sort_unstable();
         chosen.dedup();
