@@ -14,11 +14,12 @@ use crate::Result;
 /// between): its proposals are then re-read in `tx` (a record `tx` does not have has no
 /// vector there and drops out), and its filters see the newer state.
 ///
-/// The changed rows are read from SQLite before the write lock is taken: the searches
-/// waiting on the lock (every search of the process, once a writer waits) wait only for
-/// the in-memory update, not for the reads. Rows read at `tx`'s snapshot are the current
-/// state for an index anywhere between the state they were read after and that snapshot
-/// (its version only grows), so they apply whoever brought the index up meanwhile.
+/// A few changed rows ([`PRE_READ_ROWS`]) are read from SQLite before the write lock is
+/// taken: the searches waiting on the lock (every search of the process, once a writer
+/// waits) wait only for the in-memory update, not for the reads. Rows read at `tx`'s
+/// snapshot are the current state for an index anywhere between the state they were read
+/// after and that snapshot (its version only grows), so they apply whoever brought the
+/// index up meanwhile.
 pub(super) fn read_synced<'a>(
     lock: &'a RwLock<Index>,
     tx: &Transaction<'_>,
@@ -31,8 +32,9 @@ pub(super) fn read_synced<'a>(
         }
         (index.synced, index.len())
     };
+    // Many searches may find it behind at once and each read the rows: only a few.
     let changes = match synced {
-        Some(synced) => changes_since(tx, synced, len)?,
+        Some(synced) => changes_since(tx, synced, row_by_row(len).min(PRE_READ_ROWS))?,
         None => None,
     };
     {
@@ -44,6 +46,16 @@ pub(super) fn read_synced<'a>(
         }
     }
     Ok(lock.read().unwrap_or_else(PoisonError::into_inner))
+}
+
+/// The most changed records a search reads before taking the write lock ([`read_synced`]);
+/// a larger change is read under the lock, once, as before.
+const PRE_READ_ROWS: usize = 256;
+
+/// The most changed records applied row by row to an index of `len` records; beyond it
+/// the index loads in full.
+fn row_by_row(len: usize) -> usize {
+    len / 4 + 1000
 }
 
 /// The newest change `tx` sees. The log's sequence never goes back (AUTOINCREMENT, and its
@@ -67,7 +79,7 @@ fn bring_up(tx: &Transaction<'_>, index: &mut Index, last: i64) -> Result<()> {
         if synced >= last {
             return Ok(());
         }
-        if let Some(changes) = changes_since(tx, synced, index.len())? {
+        if let Some(changes) = changes_since(tx, synced, row_by_row(index.len()))? {
             apply(index, changes, last);
             return Ok(());
         }
@@ -141,10 +153,9 @@ fn bring_up(tx: &Transaction<'_>, index: &mut Index, last: i64) -> Result<()> {
 /// tags and vector) unless the snapshot no longer has it.
 type Change = (i64, Option<Row>);
 
-/// Every record changed after `synced` as `tx` sees it; `None` when the index must load in
-/// full instead: the log was pruned past `synced`, or more changed than row-by-row updates
-/// pay for in an index of `len` records.
-fn changes_since(tx: &Transaction<'_>, synced: i64, len: usize) -> Result<Option<Vec<Change>>> {
+/// Every record changed after `synced` as `tx` sees it; `None` when the log was pruned past
+/// `synced` or more than `most` records changed.
+fn changes_since(tx: &Transaction<'_>, synced: i64, most: usize) -> Result<Option<Vec<Change>>> {
     let first: i64 = tx.query_row("SELECT coalesce(min(seq), 0) FROM changes", [], |r| r.get(0))?;
     if first > synced + 1 {
         return Ok(None);
@@ -153,7 +164,7 @@ fn changes_since(tx: &Transaction<'_>, synced: i64, len: usize) -> Result<Option
         .prepare_cached("SELECT DISTINCT memory FROM changes WHERE seq > ?1")?
         .query_map([synced], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
-    if rowids.len() > len / 4 + 1000 {
+    if rowids.len() > most {
         return Ok(None);
     }
     let mut select = tx.prepare_cached(&format!("{ROW_SELECT} WHERE m.rowid = ?1"))?;
@@ -255,7 +266,8 @@ mod tests {
         assert!(synced < mid_last && mid_last < last);
 
         // Read at the newer snapshot, as of the index's state when the search looked.
-        let changes = changes_since(&new_tx, synced, 1).unwrap().expect("row by row");
+        assert!(changes_since(&new_tx, synced, 1).unwrap().is_none(), "more than one");
+        let changes = changes_since(&new_tx, synced, PRE_READ_ROWS).unwrap().expect("two");
         assert_eq!(changes.len(), 2, "b (archived) and c");
         // Another search brings the index up to the older snapshot meanwhile: b, active.
         drop(read_synced(&store.index, &mid_tx).unwrap());
