@@ -461,7 +461,8 @@ mod tests {
         assert_eq!(store.readers.lock().unwrap().len(), 3);
     }
 
-    fn note(text: &str) -> spine_core::Memory {
+    /// An anonymous decision created at 1_800_000_000 s (also `sync`'s tests' record).
+    pub(super) fn note(text: &str) -> spine_core::Memory {
         use spine_core::{Caller, Category, Memory, Scope, ShortId, Source, Timestamp};
         Memory::new(
             ShortId::mint(),

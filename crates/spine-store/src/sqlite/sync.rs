@@ -202,20 +202,9 @@ fn apply(index: &mut Index, changes: Vec<Change>, last: i64) {
 mod tests {
     use super::*;
     use crate::sqlite::SqliteStore;
+    use crate::sqlite::tests::note;
     use crate::{Access, Embedding, Filter, NearestQuery, ScopeFilter, Store};
-    use spine_core::{Caller, Category, EpochSeconds, Memory, Scope, ShortId, Source, Timestamp};
-
-    fn note(text: &str) -> Memory {
-        Memory::new(
-            ShortId::mint(),
-            text.into(),
-            Scope::parse("scope", "test:project:sync").unwrap(),
-            Source::UserSaid,
-            Category::Decision,
-            &Caller::anonymous(),
-            Timestamp::from_micros(1_800_000_000_000_000),
-        )
-    }
+    use spine_core::{Caller, EpochSeconds, Memory, Timestamp};
 
     /// What a search of every record proposes: (rowid, id, archived), by rowid.
     fn proposed(index: &Index) -> Vec<(i64, spine_core::RecordId, bool)> {
