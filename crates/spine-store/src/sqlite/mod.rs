@@ -13,6 +13,7 @@
 //! reaches the disk with the next write's flush or a checkpoint; a power loss before then can
 //! lose the last touches, never a record or an edit.
 
+mod checkpoint;
 mod durable;
 pub(crate) mod index;
 mod query;
@@ -31,11 +32,12 @@ use schema::MIGRATIONS;
 use sync::{read_synced, sync_index};
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use rusqlite::Connection;
 
 use crate::{Result, StoreError};
+use checkpoint::Checkpointer;
 use durable::GroupSync;
 use index::Index;
 
@@ -129,7 +131,7 @@ fn open_connection(path: &Path) -> Result<Connection> {
 /// to bring it up (`sync::read_synced`). Under one mutex, 16 cores' searches queued for each
 /// other's scan of the index.
 pub struct SqliteStore {
-    conn: Mutex<Connection>,
+    conn: Arc<Mutex<Connection>>,
     readers: Mutex<Vec<Connection>>,
     /// The most idle read connections kept ([`idle_readers`]).
     idle_readers: usize,
@@ -137,6 +139,10 @@ pub struct SqliteStore {
     index: RwLock<Index>,
     /// Flushes of the log, shared by the writers waiting for one ([`durable`]).
     wal: GroupSync,
+    /// Copies the log into the database beside the writers ([`checkpoint`]); `None` if its
+    /// thread could not start (the write connection then checkpoints as SQLite does).
+    #[cfg_attr(not(test), expect(dead_code, reason = "held for its drop, which ends the thread"))]
+    checkpointer: Option<Checkpointer>,
 }
 
 /// A read connection out of [`SqliteStore`]'s pool, returned to it on drop.
@@ -199,13 +205,16 @@ impl SqliteStore {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", COMMIT_SYNC)?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
+        let conn = Arc::new(Mutex::new(conn));
+        let checkpointer = Checkpointer::start(open_connection(&path)?, &conn);
         let store = SqliteStore {
-            conn: Mutex::new(conn),
+            conn,
             readers: Mutex::default(),
             idle_readers: idle_readers(),
             wal: GroupSync::new(&path),
             path,
             index: RwLock::default(),
+            checkpointer,
         };
         store.migrate()?;
         Ok(store)
@@ -382,6 +391,42 @@ mod tests {
             assert_eq!(n, 0);
             let _ = release.send(());
         });
+    }
+
+    /// The write connection runs no checkpoint of its own (SQLite's automatic one would run
+    /// inside the commit that takes the log past the mark, holding every writer up): a
+    /// commit past the mark wakes the checkpoint thread, whose checkpoint completes, so the
+    /// next write starts the log over.
+    #[test]
+    fn checkpoints_run_beside_the_writers_and_the_log_starts_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let auto: i64 =
+            store.lock().pragma_query_value(None, "wal_autocheckpoint", |r| r.get(0)).unwrap();
+        assert_eq!(auto, 0, "the write connection leaves checkpoints to the thread");
+        let checkpointer = store.checkpointer.as_ref().expect("the thread started");
+        let before = checkpointer.settle();
+        let pad = |rows: usize| {
+            store
+                .write(|conn| {
+                    let tx = conn.transaction()?;
+                    tx.execute("CREATE TABLE IF NOT EXISTS pad (b BLOB)", [])?;
+                    for _ in 0..rows {
+                        tx.execute("INSERT INTO pad VALUES (zeroblob(4000))", [])?;
+                    }
+                    tx.commit()?;
+                    Ok(())
+                })
+                .unwrap()
+        };
+        let log = || store.lock().wal_checkpoint_v2(rusqlite::DEFAULT_NAME, Default::default());
+        pad(checkpoint::CHECKPOINT_PAGES as usize + 100);
+        assert!(checkpointer.settle() > before, "the long log woke the thread");
+        pad(1);
+        let (frames, _) = log().unwrap();
+        assert!(frames < 50, "the log started over: {frames} frames");
+        pad(10);
+        assert_eq!(checkpointer.settle(), before + 1, "a short log wakes nobody");
     }
 
     /// A read goes through its own connection: it answers while a write holds the write
