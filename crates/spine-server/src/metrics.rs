@@ -12,6 +12,8 @@
 //! | `spine_query_cache_total` | counter | `result` (`hit`, `miss`) |
 //! | `spine_index_records` | gauge | — |
 //! | `spine_index_load_seconds` | gauge | — |
+//! | `spine_store_write_wait_seconds` | histogram | `kind` (`write`, `touch`) |
+//! | `spine_store_write_hold_seconds` | histogram | `kind` |
 //! | `spine_records` | gauge | `state` (`active`, `archived`, `superseded`, `expired`, `scheduled`) |
 //! | `spine_auth_failures_total` | counter | `reason` |
 //! | `spine_mcp_sessions` | gauge | — |
@@ -54,6 +56,16 @@ pub fn describe() {
     describe_counter!("spine_query_cache_total", "Query-embedding cache lookups by result");
     describe_gauge!("spine_index_records", "Records in the in-memory search index");
     describe_gauge!("spine_index_load_seconds", Unit::Seconds, "Last full search index load");
+    describe_histogram!(
+        "spine_store_write_wait_seconds",
+        Unit::Seconds,
+        "Embedded store: wait for the one write connection, by kind (write, get_memory's touch)"
+    );
+    describe_histogram!(
+        "spine_store_write_hold_seconds",
+        Unit::Seconds,
+        "Embedded store: time a write held the write connection, by kind"
+    );
     describe_gauge!("spine_records", "Records by state (a record may count in several)");
     describe_counter!("spine_auth_failures_total", "Requests refused for their token, by reason");
     describe_gauge!("spine_mcp_sessions", "Open MCP sessions (streamable HTTP)");

@@ -21,8 +21,13 @@ pub type StateCounter =
 pub fn router(store: StateCounter) -> Result<Router> {
     // Latency buckets from a cached read (~1 ms) to a slow write under load (10 s).
     let buckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+    // The embedded store's write connection is held for a fraction of a millisecond.
+    let store_buckets =
+        [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0];
     let handle = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &buckets)
+        .context("configuring the metrics buckets")?
+        .set_buckets_for_metric(Matcher::Prefix("spine_store_".into()), &store_buckets)
         .context("configuring the metrics buckets")?
         .install_recorder()
         .context("installing the metrics recorder")?;

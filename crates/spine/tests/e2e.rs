@@ -751,6 +751,9 @@ async fn tools_list_stays_small() {
 }
 
 /// The value of the sample `name{labels}` in a Prometheus text exposition, if present.
+const WRITE_CONNECTION_SERIES: [&str; 2] =
+    ["spine_store_write_wait_seconds", "spine_store_write_hold_seconds"];
+
 fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
 }
@@ -790,6 +793,14 @@ async fn metrics_count_calls_without_exposing_records() {
     assert_eq!(sample(&text, r#"spine_embedded_texts_total{kind="content"}"#), Some(1.0), "{text}");
     assert_eq!(sample(&text, r#"spine_query_cache_total{result="miss"}"#), Some(1.0), "{text}");
     assert_eq!(sample(&text, r#"spine_records{state="active"}"#), Some(1.0), "{text}");
+    // The store's write went through the embedded store's write connection: its wait and
+    // hold are counted, in buckets below a millisecond (PostgreSQL has no such connection).
+    let store_series = if on_postgres() { &[][..] } else { &WRITE_CONNECTION_SERIES[..] };
+    for series in store_series {
+        let bucket = format!(r#"{series}_bucket{{kind="write",le="0.0001"}}"#);
+        assert!(sample(&text, &bucket).is_some(), "{text}");
+        assert!(sample(&text, &format!(r#"{series}_count{{kind="write"}}"#)) >= Some(1.0));
+    }
     assert!(!text.contains("password") && !text.contains(scope), "no record content or scope");
     client.cancel().await.unwrap();
     server.child.kill().await.unwrap();

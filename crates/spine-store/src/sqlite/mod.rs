@@ -178,6 +178,13 @@ impl Drop for Reader<'_> {
     }
 }
 
+/// Records how long a write of `kind` held the write connection since `held`
+/// (`spine_store_write_hold_seconds`).
+pub(crate) fn record_hold(kind: &'static str, held: std::time::Instant) {
+    metrics::histogram!("spine_store_write_hold_seconds", "kind" => kind)
+        .record(held.elapsed().as_secs_f64());
+}
+
 /// Where a store's layout stands ([`SqliteStore::layout`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
@@ -253,9 +260,13 @@ impl SqliteStore {
     /// "Durability"). Every write a caller is told succeeded goes through here.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
         let (out, through) = {
-            let mut conn = self.lock();
+            let mut conn = self.lock_timed("write");
+            let held = std::time::Instant::now();
             let out = f(&mut conn);
-            (out, self.wal.written(conn.total_changes()))
+            let through = self.wal.written(conn.total_changes());
+            drop(conn);
+            record_hold("write", held);
+            (out, through)
         };
         self.wal.wait(through).map_err(|e| StoreError::Io(format!("flushing the log: {e}")))?;
         out
@@ -268,6 +279,17 @@ impl SqliteStore {
         // A panic while holding the lock cannot leave SQLite half-written (transactions
         // roll back on drop), so a poisoned lock is safe to reuse.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// [`SqliteStore::lock`] for a write of `kind` (`write`, `touch`), its wait for the
+    /// connection recorded (`spine_store_write_wait_seconds`): writers queue for the one
+    /// write connection, and under many sessions that wait is what their calls spend.
+    pub(crate) fn lock_timed(&self, kind: &'static str) -> MutexGuard<'_, Connection> {
+        let asked = std::time::Instant::now();
+        let conn = self.lock();
+        metrics::histogram!("spine_store_write_wait_seconds", "kind" => kind)
+            .record(asked.elapsed().as_secs_f64());
+        conn
     }
 
     /// A read connection (module docs of [`SqliteStore`]): only for statements that write
