@@ -750,10 +750,11 @@ async fn tools_list_stays_small() {
     client.cancel().await.unwrap();
 }
 
-/// The value of the sample `name{labels}` in a Prometheus text exposition, if present.
+/// The embedded store's write connection histograms (`SqliteStore::on_write_connection`).
 const WRITE_CONNECTION_SERIES: [&str; 2] =
     ["spine_store_write_wait_seconds", "spine_store_write_hold_seconds"];
 
+/// The value of the sample `name{labels}` in a Prometheus text exposition, if present.
 fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
 }

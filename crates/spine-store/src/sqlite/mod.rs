@@ -178,13 +178,6 @@ impl Drop for Reader<'_> {
     }
 }
 
-/// Records how long a write of `kind` held the write connection since `held`
-/// (`spine_store_write_hold_seconds`).
-pub(crate) fn record_hold(kind: &'static str, held: std::time::Instant) {
-    metrics::histogram!("spine_store_write_hold_seconds", "kind" => kind)
-        .record(held.elapsed().as_secs_f64());
-}
-
 /// Where a store's layout stands ([`SqliteStore::layout`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Layout {
@@ -259,15 +252,10 @@ impl SqliteStore {
     /// (and anything committed on it before) is flushed to disk (module docs,
     /// "Durability"). Every write a caller is told succeeded goes through here.
     pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
-        let (out, through) = {
-            let mut conn = self.lock_timed("write");
-            let held = std::time::Instant::now();
-            let out = f(&mut conn);
-            let through = self.wal.written(conn.total_changes());
-            drop(conn);
-            record_hold("write", held);
-            (out, through)
-        };
+        let (out, through) = self.on_write_connection("write", |conn| {
+            let out = f(conn);
+            (out, self.wal.written(conn.total_changes()))
+        });
         self.wal.wait(through).map_err(|e| StoreError::Io(format!("flushing the log: {e}")))?;
         out
     }
@@ -281,15 +269,25 @@ impl SqliteStore {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// [`SqliteStore::lock`] for a write of `kind` (`write`, `touch`), its wait for the
-    /// connection recorded (`spine_store_write_wait_seconds`): writers queue for the one
-    /// write connection, and under many sessions that wait is what their calls spend.
-    pub(crate) fn lock_timed(&self, kind: &'static str) -> MutexGuard<'_, Connection> {
+    /// Runs `f` on the write connection for a write of `kind` (`write`, `touch`), recording
+    /// how long it waited for the connection and held it (`spine_store_write_wait_seconds`,
+    /// `spine_store_write_hold_seconds`): writers queue for the one write connection, and
+    /// under many sessions that wait is what their calls spend.
+    pub(crate) fn on_write_connection<T>(
+        &self,
+        kind: &'static str,
+        f: impl FnOnce(&mut Connection) -> T,
+    ) -> T {
         let asked = std::time::Instant::now();
-        let conn = self.lock();
+        let mut conn = self.lock();
+        let held = std::time::Instant::now();
         metrics::histogram!("spine_store_write_wait_seconds", "kind" => kind)
-            .record(asked.elapsed().as_secs_f64());
-        conn
+            .record((held - asked).as_secs_f64());
+        let out = f(&mut conn);
+        drop(conn);
+        metrics::histogram!("spine_store_write_hold_seconds", "kind" => kind)
+            .record(held.elapsed().as_secs_f64());
+        out
     }
 
     /// A read connection (module docs of [`SqliteStore`]): only for statements that write

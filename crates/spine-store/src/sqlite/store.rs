@@ -93,18 +93,15 @@ impl Store for SqliteStore {
     /// Commits without waiting for the flush (module docs, "Durability"): the next write's
     /// flush takes it to the disk.
     fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()> {
-        let conn = self.lock_timed("touch");
-        let held = std::time::Instant::now();
-        let touched = conn.execute(
-            "UPDATE memories SET body = json_set(body,
-                '$.access_count', coalesce(json_extract(body, '$.access_count'), 0) + 1,
-                '$.last_accessed_at', ?2)
-             WHERE id = ?1",
-            params![id.to_string(), at.to_rfc3339()],
-        );
-        drop(conn);
-        super::record_hold("touch", held);
-        touched?;
+        self.on_write_connection("touch", |conn| {
+            conn.execute(
+                "UPDATE memories SET body = json_set(body,
+                    '$.access_count', coalesce(json_extract(body, '$.access_count'), 0) + 1,
+                    '$.last_accessed_at', ?2)
+                 WHERE id = ?1",
+                params![id.to_string(), at.to_rfc3339()],
+            )
+        })?;
         Ok(())
     }
 
