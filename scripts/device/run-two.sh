@@ -19,12 +19,14 @@ PY
 cp $P/config.json $P/tokenizer.json $M/
 nproc; lscpu | grep 'Model name'; grep -o -w -E 'avx512_vnni|avx_vnni|amx_int8' /proc/cpuinfo | sort | uniq -c
 L() { echo "== $*"; timeout 120 python3 $P/cpuwrap.py $SP -- python3 $P/rawload.py http://127.0.0.1:18080/mcp $P/docs.jsonl $P/queries.jsonl "$@"; W; }
-# The write connection over the run just made, from /metrics: calls, mean wait and hold, in ms.
+# The write connection over the run just made, from /metrics: calls, mean wait and hold, in ms,
+# and writes per committed batch.
 W() { python3 - "$W/metrics.prev" <<'PY'
 import json, re, sys, urllib.request
 text = urllib.request.urlopen("http://127.0.0.1:18080/metrics").read().decode()
 now = {f"{m[0]}_{m[2]}_{m[1]}": float(m[3]) for m in re.findall(
     r'^spine_store_write_(wait|hold)_seconds_(sum|count)\{kind="(\w+)"\} (\S+)$', text, re.M)}
+now["batches"] = sum(float(v) for v in re.findall(r'^spine_store_write_batches_total (\S+)$', text, re.M))
 try: prev = json.load(open(sys.argv[1]))
 except OSError: prev = {}
 json.dump(now, open(sys.argv[1], "w"))
@@ -35,6 +37,8 @@ for kind in ("write", "touch"):
     if n:
         out[kind] = {"n": int(n), "wait_ms": round(d(f"wait_{kind}_sum") / n * 1e3, 3),
                      "hold_ms": round(d(f"hold_{kind}_sum") / n * 1e3, 3)}
+if d("batches"):
+    out["writes_per_batch"] = round(sum(o["n"] for o in out.values()) / d("batches"), 2)
 print("write connection:", json.dumps(out))
 PY
 }

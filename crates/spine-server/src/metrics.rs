@@ -14,6 +14,7 @@
 //! | `spine_index_load_seconds` | gauge | — |
 //! | `spine_store_write_wait_seconds` | histogram | `kind` (`write`, `touch`) |
 //! | `spine_store_write_hold_seconds` | histogram | `kind` |
+//! | `spine_store_write_batches_total` | counter | — |
 //! | `spine_records` | gauge | `state` (`active`, `archived`, `superseded`, `expired`, `scheduled`) |
 //! | `spine_auth_failures_total` | counter | `reason` |
 //! | `spine_mcp_sessions` | gauge | — |
@@ -59,12 +60,16 @@ pub fn describe() {
     describe_histogram!(
         "spine_store_write_wait_seconds",
         Unit::Seconds,
-        "Embedded store: wait for the one write connection, by kind (write, get_memory's touch)"
+        "Embedded store: a write's wait for its batch to start, by kind (write, get_memory's touch)"
     );
     describe_histogram!(
         "spine_store_write_hold_seconds",
         Unit::Seconds,
-        "Embedded store: time a write held the write connection, by kind"
+        "Embedded store: a write's share of its batch's time on the write connection, by kind"
+    );
+    describe_counter!(
+        "spine_store_write_batches_total",
+        "Embedded store: transactions that committed queued writes together"
     );
     describe_gauge!("spine_records", "Records by state (a record may count in several)");
     describe_counter!("spine_auth_failures_total", "Requests refused for their token, by reason");

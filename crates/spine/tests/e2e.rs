@@ -750,7 +750,7 @@ async fn tools_list_stays_small() {
     client.cancel().await.unwrap();
 }
 
-/// The embedded store's write connection histograms (`SqliteStore::on_write_connection`).
+/// The embedded store's write connection histograms (`spine-store`'s `sqlite/combine.rs`).
 const WRITE_CONNECTION_SERIES: [&str; 2] =
     ["spine_store_write_wait_seconds", "spine_store_write_hold_seconds"];
 
@@ -801,6 +801,12 @@ async fn metrics_count_calls_without_exposing_records() {
         let bucket = format!(r#"{series}_bucket{{kind="write",le="0.0001"}}"#);
         assert!(sample(&text, &bucket).is_some(), "{text}");
         assert!(sample(&text, &format!(r#"{series}_count{{kind="write"}}"#)) >= Some(1.0));
+    }
+    // Writes commit in batches: at least one batch, and never more batches than writes.
+    if !on_postgres() {
+        let batches = sample(&text, "spine_store_write_batches_total").unwrap_or(0.0);
+        let writes = sample(&text, r#"spine_store_write_wait_seconds_count{kind="write"}"#);
+        assert!(batches >= 1.0 && Some(batches) <= writes, "{text}");
     }
     assert!(!text.contains("password") && !text.contains(scope), "no record content or scope");
     client.cancel().await.unwrap();

@@ -1,12 +1,13 @@
 //! The embedded backend: one SQLite file in the data directory.
 //!
 //! Durability: WAL, and a write acknowledged to the caller has been flushed to the log, so
-//! it survives the process (or the machine) dying right after. Writers commit with
-//! `synchronous = NORMAL` while holding the one write connection and wait for the flush
-//! after letting it go ([`durable`], group commit): one `fdatasync` covers every commit
-//! made before it started, so writers arriving together share it and nobody holds the
-//! write connection through a flush. Every write that touches several tables runs in one
-//! transaction, so a crash leaves either the old or the new state, never a half-written
+//! it survives the process (or the machine) dying right after. Writes that queue for the
+//! one write connection commit together, each in a savepoint of one transaction
+//! ([`combine`]), with `synchronous = NORMAL`; each writer waits for the flush after the
+//! connection is let go ([`durable`]): one `fdatasync` covers every commit made before it
+//! started, so writers arriving together share it and nobody holds the write connection
+//! through a flush. Every write that touches several tables runs in one transaction (its
+//! savepoint), so a crash leaves either the old or the new state, never a half-written
 //! record. One exception: the strong-signal touch of `get_memory` (`access_count`,
 //! `last_accessed_at`) is bookkeeping the caller did not ask to store and does not wait for
 //! the flush: it is in the log when the call returns, so it survives the process dying, and
@@ -14,6 +15,7 @@
 //! lose the last touches, never a record or an edit.
 
 mod checkpoint;
+mod combine;
 mod durable;
 pub(crate) mod index;
 mod query;
@@ -38,6 +40,7 @@ use rusqlite::Connection;
 
 use crate::{Result, StoreError};
 use checkpoint::Checkpointer;
+use combine::{Combiner, Kind, Outcome};
 use durable::GroupSync;
 use index::Index;
 
@@ -137,6 +140,8 @@ pub struct SqliteStore {
     idle_readers: usize,
     path: PathBuf,
     index: RwLock<Index>,
+    /// Writes waiting for the write connection, committed in batches ([`combine`]).
+    writes: Combiner,
     /// Flushes of the log, shared by the writers waiting for one ([`durable`]).
     wal: GroupSync,
     /// Copies the log into the database beside the writers ([`checkpoint`]); `None` if its
@@ -211,6 +216,7 @@ impl SqliteStore {
             conn,
             readers: Mutex::default(),
             idle_readers: idle_readers(),
+            writes: Combiner::default(),
             wal: GroupSync::new(&path),
             path,
             index: RwLock::default(),
@@ -248,46 +254,64 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Runs `f` on the write connection, lets it go, and returns once what `f` committed
-    /// (and anything committed on it before) is flushed to disk (module docs,
-    /// "Durability"). Every write a caller is told succeeded goes through here.
-    pub(crate) fn write<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
-        let (out, through) = self.on_write_connection("write", |conn| {
-            let out = f(conn);
-            (out, self.wal.written(conn.total_changes()))
-        });
+    /// Runs `f` on the write connection, in a savepoint of a transaction it may share with
+    /// other writes that arrived meanwhile ([`combine`]), and returns once that transaction
+    /// has committed and is flushed to disk (module docs, "Durability"). Every write a
+    /// caller is told succeeded goes through here. `f` starts no transaction of its own
+    /// (one is open): it groups its statements with `conn.savepoint()` where it needs to.
+    pub(crate) fn write<T: Send>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T> + Send,
+    ) -> Result<T> {
+        let (out, through) = self.combined(Kind::Write, f)?;
         self.wal.wait(through).map_err(|e| StoreError::Io(format!("flushing the log: {e}")))?;
         out
     }
 
-    /// The write connection, for reads that must see it and for the touch, whose commit
-    /// waits for no flush: whatever is committed here reaches the disk with the next
-    /// [`SqliteStore::write`]'s flush.
+    /// Runs `f` as one write of `kind` in a batch ([`combine`]): its own result, and the log
+    /// group its batch committed in. Does not wait for the flush.
+    fn combined<T: Send>(
+        &self,
+        kind: Kind,
+        f: impl FnOnce(&mut Connection) -> Result<T> + Send,
+    ) -> Result<(Result<T>, u64)> {
+        let mut out = None;
+        let job = Box::new(|conn: &mut Connection| {
+            let r = f(conn);
+            let ok = r.is_ok();
+            out = Some(r);
+            ok
+        });
+        match self.writes.run(&self.conn, &self.wal, kind, job) {
+            Outcome::Ran { through } => {
+                let out = out
+                    .unwrap_or_else(|| Err(StoreError::Io("a write's result went missing".into())));
+                Ok((out, through))
+            }
+            Outcome::Failed(e) => Err(e.into()),
+            Outcome::Panicked(payload) => std::panic::resume_unwind(payload),
+        }
+    }
+
+    /// Runs `f` alone on the write connection, outside any batch: for what cannot run in a
+    /// transaction shared with other writes (the schema's migrations, which run their own).
+    /// Returns once what `f` committed is flushed to disk.
+    fn write_alone<T>(&self, f: impl FnOnce(&mut Connection) -> Result<T>) -> Result<T> {
+        let (out, through) = {
+            let mut conn = self.lock();
+            let out = f(&mut conn);
+            (out, self.wal.written(conn.total_changes()))
+        };
+        self.wal.wait(through).map_err(|e| StoreError::Io(format!("flushing the log: {e}")))?;
+        out
+    }
+
+    /// The write connection, for reads that must see it, and for writes that run alone:
+    /// whoever holds it runs no batch meanwhile ([`combine`] takes it for each batch).
     pub(crate) fn lock(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock cannot leave SQLite half-written (transactions
         // roll back on drop), so a poisoned lock is safe to reuse.
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Runs `f` on the write connection for a write of `kind` (`write`, `touch`), recording
-    /// how long it waited for the connection and held it (`spine_store_write_wait_seconds`,
-    /// `spine_store_write_hold_seconds`): writers queue for the one write connection, and
-    /// under many sessions that wait is what their calls spend.
-    pub(crate) fn on_write_connection<T>(
-        &self,
-        kind: &'static str,
-        f: impl FnOnce(&mut Connection) -> T,
-    ) -> T {
-        let asked = std::time::Instant::now();
-        let mut conn = self.lock();
-        let held = std::time::Instant::now();
-        metrics::histogram!("spine_store_write_wait_seconds", "kind" => kind)
-            .record((held - asked).as_secs_f64());
-        let out = f(&mut conn);
-        drop(conn);
-        metrics::histogram!("spine_store_write_hold_seconds", "kind" => kind)
-            .record(held.elapsed().as_secs_f64());
-        out
     }
 
     /// A read connection (module docs of [`SqliteStore`]): only for statements that write
@@ -306,7 +330,7 @@ impl SqliteStore {
     }
 
     fn migrate(&self) -> Result<()> {
-        self.write(|conn| self.migrate_on(conn))
+        self.write_alone(|conn| self.migrate_on(conn))
     }
 
     fn migrate_on(&self, conn: &mut Connection) -> Result<()> {
@@ -379,6 +403,145 @@ mod tests {
         assert!(options.iter().any(|o| o == "DEFAULT_MEMSTATUS=0"), "{options:?}");
     }
 
+    /// A write as the tests below queue it.
+    type TestWrite<'a> = Box<dyn FnOnce(&mut Connection) -> Result<()> + Send + 'a>;
+
+    /// Runs `writes` on `store` from one thread each while the write connection is held
+    /// elsewhere, so that all of them queue, then lets the connection go; returns each
+    /// write's result (a panic as `Err`), in the order given, once all are done.
+    fn queued_together(
+        store: &SqliteStore,
+        writes: Vec<TestWrite<'_>>,
+    ) -> Vec<std::thread::Result<Result<()>>> {
+        let n = writes.len();
+        std::thread::scope(|s| {
+            let held = store.lock();
+            let handles: Vec<_> = writes
+                .into_iter()
+                .map(|w| {
+                    s.spawn(move || {
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.write(w)))
+                    })
+                })
+                .collect();
+            while store.writes.queued() < n {
+                std::thread::yield_now();
+            }
+            drop(held);
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    }
+
+    fn pad_table(store: &SqliteStore) {
+        store
+            .write_alone(|conn| Ok(conn.execute_batch("CREATE TABLE pad (n INTEGER UNIQUE)")?))
+            .unwrap();
+    }
+
+    fn pads(store: &SqliteStore) -> Vec<i64> {
+        let conn = store.lock();
+        let mut stmt = conn.prepare("SELECT n FROM pad ORDER BY n").unwrap();
+        stmt.query_map([], |r| r.get(0)).unwrap().collect::<rusqlite::Result<_>>().unwrap()
+    }
+
+    fn pad(n: i64) -> TestWrite<'static> {
+        Box::new(move |conn| {
+            conn.execute("INSERT INTO pad VALUES (?1)", [n])?;
+            Ok(())
+        })
+    }
+
+    /// Writes that queue while the write connection is busy commit in one transaction
+    /// (one log group, one flush), each acknowledged once it is flushed.
+    #[test]
+    fn writes_that_arrive_together_commit_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        pad_table(&store);
+        let (written, _, flushes) = store.wal.counts();
+        let results = queued_together(&store, (0..8).map(pad).collect());
+        assert!(results.iter().all(|r| matches!(r, Ok(Ok(())))));
+        assert_eq!(pads(&store), (0..8).collect::<Vec<_>>());
+        assert_eq!(store.wal.counts(), (written + 1, written + 1, flushes + 1), "one group");
+        // Alone, a write is its own batch.
+        store.write(pad(8)).unwrap();
+        assert_eq!(store.wal.counts().0, written + 2);
+    }
+
+    /// A write that fails, or panics, in a batch keeps nothing of what it wrote and fails
+    /// alone: its writer gets its error (or its panic), the others' writes are stored.
+    #[test]
+    fn a_failing_write_fails_alone_in_its_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        pad_table(&store);
+        store.write(pad(50)).unwrap();
+        // The threads may queue in any order: what fails must fail whatever ran before.
+        let fails: TestWrite<'_> = Box::new(|conn| {
+            conn.execute("INSERT INTO pad VALUES (100)", [])?;
+            conn.execute("INSERT INTO pad VALUES (50)", [])?; // taken: UNIQUE
+            Ok(())
+        });
+        let panics: TestWrite<'_> = Box::new(|conn| {
+            conn.execute("INSERT INTO pad VALUES (200)", []).unwrap();
+            panic!("a bug in a write");
+        });
+        let results = queued_together(&store, vec![pad(1), fails, pad(2), panics, pad(3)]);
+        assert!(matches!(results[0], Ok(Ok(()))));
+        assert!(matches!(results[1], Ok(Err(StoreError::Database(_)))), "{:?}", results[1]);
+        assert!(matches!(results[2], Ok(Ok(()))));
+        let payload = results[3].as_ref().expect_err("the panic reaches its writer");
+        assert_eq!(payload.downcast_ref::<&str>(), Some(&"a bug in a write"));
+        assert!(matches!(results[4], Ok(Ok(()))));
+        assert_eq!(pads(&store), vec![1, 2, 3, 50]);
+        store.write(pad(4)).unwrap();
+        assert_eq!(pads(&store), vec![1, 2, 3, 4, 50], "the connection is left usable");
+        // Alone, a failing write is its batch's whole transaction: rolled back all the same.
+        let fails: TestWrite<'_> = Box::new(|conn| {
+            conn.execute("INSERT INTO pad VALUES (100)", [])?;
+            conn.execute("INSERT INTO pad VALUES (50)", [])?;
+            Ok(())
+        });
+        assert!(matches!(store.write(fails), Err(StoreError::Database(_))));
+        assert_eq!(pads(&store), vec![1, 2, 3, 4, 50]);
+    }
+
+    /// When a batch's commit fails, every write of it fails with that commit's error and
+    /// none of them is stored. (The commit fails here on a deferred foreign key one write
+    /// leaves dangling: only the commit checks it.)
+    #[test]
+    fn a_failed_commit_fails_every_write_of_its_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        pad_table(&store);
+        store
+            .write_alone(|conn| {
+                Ok(conn.execute_batch(
+                    "CREATE TABLE parent (id INTEGER PRIMARY KEY);
+                     CREATE TABLE child (parent INTEGER
+                        REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED);",
+                )?)
+            })
+            .unwrap();
+        let dangling: TestWrite<'_> = Box::new(|conn| {
+            conn.execute("INSERT INTO child VALUES (7)", [])?;
+            Ok(())
+        });
+        let results = queued_together(&store, vec![pad(1), dangling, pad(2)]);
+        for r in &results {
+            let Ok(Err(StoreError::Database(rusqlite::Error::SqliteFailure(e, _)))) = r else {
+                panic!("every write fails with the commit: {r:?}");
+            };
+            assert_eq!(e.code, rusqlite::ErrorCode::ConstraintViolation);
+        }
+        assert!(pads(&store).is_empty());
+        let children: i64 =
+            store.lock().query_row("SELECT count(*) FROM child", [], |r| r.get(0)).unwrap();
+        assert_eq!(children, 0);
+        store.write(pad(3)).unwrap();
+        assert_eq!(pads(&store), vec![3], "the next batch commits");
+    }
+
     /// A write transaction that reads first waits for a write lock another connection
     /// holds, as a plain write does, instead of failing with "database is locked" when it
     /// comes to write.
@@ -401,10 +564,9 @@ mod tests {
             held.wait();
             let n: i64 = store
                 .write(|conn| {
-                    let tx = conn.transaction()?;
+                    let tx: &Connection = conn;
                     let n = tx.query_row("SELECT count(*) FROM memories", [], |r| r.get(0))?;
                     tx.execute("CREATE TABLE t (a INTEGER)", [])?;
-                    tx.commit()?;
                     Ok(n)
                 })
                 .unwrap();
@@ -429,12 +591,11 @@ mod tests {
         let pad = |rows: usize| {
             store
                 .write(|conn| {
-                    let tx = conn.transaction()?;
+                    let tx: &Connection = conn;
                     tx.execute("CREATE TABLE IF NOT EXISTS pad (b BLOB)", [])?;
                     for _ in 0..rows {
                         tx.execute("INSERT INTO pad VALUES (zeroblob(4000))", [])?;
                     }
-                    tx.commit()?;
                     Ok(())
                 })
                 .unwrap()

@@ -12,7 +12,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params, params_from_iter};
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use spine_core::{RecordId, SCHEMA_VERSION, Scope, Timestamp};
 
 use super::rows::stamp_successor;
@@ -119,7 +119,7 @@ impl ReviewStore for SqliteStore {
 
     fn apply_consolidation(&self, links: &[ConsolidationLink]) -> Result<Vec<Option<String>>> {
         self.write(|conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx: &Connection = conn;
             let applied = {
                 let mut read = tx.prepare_cached("SELECT body FROM memories WHERE id = ?1")?;
                 consolidation::apply(links, |id| {
@@ -127,7 +127,7 @@ impl ReviewStore for SqliteStore {
                 })?
             };
             for (target, successor) in &applied.stamps {
-                stamp_successor(&tx, target, successor)?;
+                stamp_successor(tx, target, successor)?;
             }
             {
                 let mut link = tx.prepare_cached(&format!(
@@ -138,7 +138,6 @@ impl ReviewStore for SqliteStore {
                     link.execute(params![json, SCHEMA_VERSION, successor.to_string()])?;
                 }
             }
-            tx.commit()?;
             Ok(applied.outcomes)
         })
     }
@@ -164,18 +163,17 @@ impl ReviewStore for SqliteStore {
         now: Timestamp,
     ) -> Result<Vec<PurgeOutcome>> {
         self.write(|conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx: &Connection = conn;
             let wanted: HashSet<RecordId> = listed.iter().copied().collect();
             let selected: Vec<PurgeCandidate> =
-                purge_select(&tx, c, now)?.into_iter().filter(|c| wanted.contains(&c.id)).collect();
+                purge_select(tx, c, now)?.into_iter().filter(|c| wanted.contains(&c.id)).collect();
             let ids: Vec<RecordId> = selected.iter().map(|c| c.id).collect();
-            let gate = export_gate(&tx, &ids)?;
-            let out = purge::outcomes(listed, selected, gate, &predecessors_by_successor(&tx)?);
+            let gate = export_gate(tx, &ids)?;
+            let out = purge::outcomes(listed, selected, gate, &predecessors_by_successor(tx)?);
             for o in out.iter().filter(|o| o.deleted) {
                 tx.prepare_cached("DELETE FROM memories WHERE id = ?1")?
                     .execute([o.id.to_string()])?;
             }
-            tx.commit()?;
             Ok(out)
         })
     }

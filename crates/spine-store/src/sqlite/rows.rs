@@ -1,6 +1,6 @@
 //! Rows: encoding a record into its columns, tags and vector, and reading them back.
 
-use rusqlite::{Connection, Transaction, params};
+use rusqlite::{Connection, params};
 use spine_core::{Memory, RecordId, SCHEMA_VERSION};
 
 use super::STAMP_VERSION;
@@ -77,7 +77,7 @@ pub(super) fn stamp_successor(
 }
 
 /// Writes the indexed columns and tags of `m` at `rowid` (payload already encoded).
-pub(crate) fn write_row(tx: &Transaction<'_>, m: &Memory, body: &str) -> Result<i64> {
+pub(crate) fn write_row(tx: &Connection, m: &Memory, body: &str) -> Result<i64> {
     tx.execute(
         "INSERT INTO memories (id, short_id, owner, visibility, scope, category, created_at,
             not_before, not_after, archived_at, superseded_by, body)
@@ -114,7 +114,7 @@ pub(crate) fn write_row(tx: &Transaction<'_>, m: &Memory, body: &str) -> Result<
     Ok(rowid)
 }
 
-pub(crate) fn write_vector(tx: &Transaction<'_>, rowid: i64, e: Embedding<'_>) -> Result<()> {
+pub(crate) fn write_vector(tx: &Connection, rowid: i64, e: Embedding<'_>) -> Result<()> {
     tx.execute(
         "INSERT INTO vectors (memory, model, dims, vec) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT(memory) DO UPDATE SET model = excluded.model, dims = excluded.dims,

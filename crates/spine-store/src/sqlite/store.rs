@@ -22,22 +22,20 @@ impl Store for SqliteStore {
     fn insert(&self, m: &Memory, embedding: Embedding<'_>) -> Result<()> {
         let body = encode(m)?;
         self.write(|conn| {
-            let tx = conn.transaction()?;
-            let rowid = write_row(&tx, m, &body)?;
-            write_vector(&tx, rowid, embedding)?;
-            tx.commit()?;
+            let tx: &Connection = conn;
+            let rowid = write_row(tx, m, &body)?;
+            write_vector(tx, rowid, embedding)?;
             Ok(())
         })
     }
 
     fn insert_batch(&self, items: &[(Memory, Embedding<'_>)]) -> Result<()> {
         self.write(|conn| {
-            let tx = conn.transaction()?;
+            let tx: &Connection = conn;
             for (m, embedding) in items {
-                let rowid = write_row(&tx, m, &encode(m)?)?;
-                write_vector(&tx, rowid, *embedding)?;
+                let rowid = write_row(tx, m, &encode(m)?)?;
+                write_vector(tx, rowid, *embedding)?;
             }
-            tx.commit()?;
             Ok(())
         })
     }
@@ -70,7 +68,7 @@ impl Store for SqliteStore {
         w.and("m.id = ?", [Value::Text(m.id.to_string())]);
         w.owned(access);
         self.write(|conn| {
-            let tx = conn.transaction()?;
+            let tx: &Connection = conn;
             let owned: Option<i64> = tx
                 .query_row(
                     &format!("SELECT m.rowid FROM memories m WHERE {}", w.sql),
@@ -81,11 +79,10 @@ impl Store for SqliteStore {
             if owned.is_none() {
                 return Ok(false);
             }
-            let rowid = write_row(&tx, m, &body)?;
+            let rowid = write_row(tx, m, &body)?;
             if let Some(e) = embedding {
-                write_vector(&tx, rowid, e)?;
+                write_vector(tx, rowid, e)?;
             }
-            tx.commit()?;
             Ok(true)
         })
     }
@@ -93,16 +90,18 @@ impl Store for SqliteStore {
     /// Commits without waiting for the flush (module docs, "Durability"): the next write's
     /// flush takes it to the disk.
     fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()> {
-        self.on_write_connection("touch", |conn| {
+        // Its log group is not waited for (module docs, "Durability").
+        let (out, _through) = self.combined(super::Kind::Touch, |conn| {
             conn.execute(
                 "UPDATE memories SET body = json_set(body,
                     '$.access_count', coalesce(json_extract(body, '$.access_count'), 0) + 1,
                     '$.last_accessed_at', ?2)
                  WHERE id = ?1",
                 params![id.to_string(), at.to_rfc3339()],
-            )
+            )?;
+            Ok(())
         })?;
-        Ok(())
+        out
     }
 
     fn delete(&self, access: &Access, id: &RecordId) -> Result<bool> {
@@ -204,7 +203,7 @@ impl Store for SqliteStore {
     ) -> Result<std::result::Result<(), SupersedeRejection>> {
         let body = encode(new)?;
         self.write(|conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let tx: &Connection = conn;
             let mut check = tx.prepare_cached(&format!(
                 "SELECT m.category, m.superseded_by IS NOT NULL FROM memories m
                  WHERE m.id = ?1 AND {}",
@@ -220,10 +219,10 @@ impl Store for SqliteStore {
             if !rejection.is_empty() {
                 return Ok(Err(rejection));
             }
-            let rowid = write_row(&tx, new, &body)?;
-            write_vector(&tx, rowid, embedding)?;
+            let rowid = write_row(tx, new, &body)?;
+            write_vector(tx, rowid, embedding)?;
             for t in targets {
-                stamp_successor(&tx, t, &new.id)?;
+                stamp_successor(tx, t, &new.id)?;
             }
             if let Some(e) = idempotency {
                 tx.execute(
@@ -238,7 +237,6 @@ impl Store for SqliteStore {
                     ],
                 )?;
             }
-            tx.commit()?;
             Ok(Ok(()))
         })
     }
@@ -259,7 +257,7 @@ impl Store for SqliteStore {
         at: Option<EpochSeconds>,
     ) -> Result<Vec<bool>> {
         self.write(|conn| {
-            let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+            let tx: &Connection = conn;
             let mut out = Vec::with_capacity(ids.len());
             {
                 let mut stmt = match at {
@@ -292,7 +290,6 @@ impl Store for SqliteStore {
                     out.push(n > 0);
                 }
             }
-            tx.commit()?;
             Ok(out)
         })
     }
@@ -414,7 +411,7 @@ impl Store for SqliteStore {
 
     fn set_vector(&self, id: &RecordId, embedding: Embedding<'_>) -> Result<bool> {
         self.write(|conn| {
-            let tx = conn.transaction()?;
+            let tx: &Connection = conn;
             let rowid: Option<i64> = tx
                 .query_row("SELECT rowid FROM memories WHERE id = ?1", [id.to_string()], |r| {
                     r.get(0)
@@ -423,8 +420,7 @@ impl Store for SqliteStore {
             let Some(rowid) = rowid else {
                 return Ok(false);
             };
-            write_vector(&tx, rowid, embedding)?;
-            tx.commit()?;
+            write_vector(tx, rowid, embedding)?;
             Ok(true)
         })
     }

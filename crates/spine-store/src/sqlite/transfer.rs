@@ -16,7 +16,7 @@
 //! change worth re-exporting for. (Tested on both backends in `tests/transfer.rs`.)
 
 use rusqlite::types::Value;
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params, params_from_iter};
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use spine_core::{EpochSeconds, Memory, RecordId, Scope};
 
 use super::{SqliteStore, Where, write_row, write_vector};
@@ -91,7 +91,7 @@ impl TransferStore for SqliteStore {
 
     fn import_batch(&self, records: &[ImportRecord<'_>]) -> Result<Vec<ImportOutcome>> {
         self.write(|conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx: &Connection = conn;
             let mut out = Vec::with_capacity(records.len());
             for r in records {
                 let id = r.memory.id.to_string();
@@ -114,13 +114,12 @@ impl TransferStore for SqliteStore {
                     out.push(ImportOutcome::ShortIdTaken(parse_id(&holder)?));
                     continue;
                 }
-                let rowid = write_row(&tx, &r.memory, r.body)?;
+                let rowid = write_row(tx, &r.memory, r.body)?;
                 if let Some(e) = r.vector {
-                    write_vector(&tx, rowid, e)?;
+                    write_vector(tx, rowid, e)?;
                 }
                 out.push(ImportOutcome::Imported);
             }
-            tx.commit()?;
             Ok(out)
         })
     }
@@ -146,7 +145,7 @@ impl TransferStore for SqliteStore {
         // The condition's values first, then the id's `?`.
         let sql = format!("DELETE FROM memories AS m WHERE {} AND m.id = ?", w.sql);
         self.write(|conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx: &Connection = conn;
             let mut out = Vec::with_capacity(ids.len());
             {
                 let mut stmt = tx.prepare_cached(&sql)?;
@@ -155,7 +154,6 @@ impl TransferStore for SqliteStore {
                     out.push(stmt.execute(params_from_iter(params))? > 0);
                 }
             }
-            tx.commit()?;
             Ok(out)
         })
     }
@@ -176,7 +174,7 @@ impl TransferStore for SqliteStore {
     /// Only the payload changes: no indexed column, so no entry in the change log.
     fn migrate_page(&self, after: i64, limit: usize) -> Result<MigratePage> {
         self.write(|conn| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx: &Connection = conn;
             let mut page = MigratePage::default();
             {
                 let mut select = tx.prepare_cached(
@@ -196,14 +194,13 @@ impl TransferStore for SqliteStore {
                     }
                 }
             }
-            tx.commit()?;
             Ok(page)
         })
     }
 
     fn mark_exported(&self, records: &[Memory], file: &str, at: EpochSeconds) -> Result<()> {
         self.write(|conn| {
-            let tx = conn.transaction()?;
+            let tx: &Connection = conn;
             {
                 let mut stmt = tx.prepare_cached(
                     "INSERT INTO exported (id, digest, exported_at, file) VALUES (?1, ?2, ?3, ?4)
@@ -214,7 +211,6 @@ impl TransferStore for SqliteStore {
                     stmt.execute(params![m.id.to_string(), record_digest(m)?, at.as_secs(), file])?;
                 }
             }
-            tx.commit()?;
             Ok(())
         })
     }
