@@ -249,7 +249,7 @@ fn run_batch(conn: &mut Connection, wal: &GroupSync, mut batch: Vec<Entry>) {
             .record((began - e.asked).as_secs_f64());
     }
     metrics::counter!("spine_store_write_batches_total").increment(1);
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+    if let Err(e) = run_sql(conn, "BEGIN IMMEDIATE") {
         for entry in &mut batch {
             entry.job = None;
             entry.ticket.set(Turn::Done(Outcome::Failed(share(&e))));
@@ -263,7 +263,7 @@ fn run_batch(conn: &mut Connection, wal: &GroupSync, mut batch: Vec<Entry>) {
         .map(|entry| run_job(conn, entry.job.take().expect("each job runs once"), !alone))
         .collect();
     let keep = ran.iter().any(|r| matches!(r, JobEnd::Kept));
-    let committed = if keep { conn.execute_batch("COMMIT") } else { Ok(()) };
+    let committed = if keep { run_sql(conn, "COMMIT") } else { Ok(()) };
     if (!keep || committed.is_err()) && !conn.is_autocommit() {
         // Nothing to keep, or a failed commit: nothing of the batch may stay half-applied.
         let _ = conn.execute_batch("ROLLBACK");
@@ -306,12 +306,12 @@ enum JobEnd {
 /// rolled back if it fails or panics. Alone, a job that fails leaves its batch nothing to
 /// keep, and the transaction is rolled back.
 fn run_job(conn: &mut Connection, job: Job<'static>, isolated: bool) -> JobEnd {
-    if isolated && let Err(e) = conn.execute_batch("SAVEPOINT write") {
+    if isolated && let Err(e) = run_sql(conn, "SAVEPOINT write") {
         return JobEnd::NotKept(e);
     }
     let end = match catch_unwind(AssertUnwindSafe(|| job(conn))) {
         Ok(true) if !isolated => return JobEnd::Kept,
-        Ok(true) => match conn.execute_batch("RELEASE write") {
+        Ok(true) => match run_sql(conn, "RELEASE write") {
             Ok(()) => return JobEnd::Kept,
             Err(e) => JobEnd::NotKept(e),
         },
@@ -322,6 +322,13 @@ fn run_job(conn: &mut Connection, job: Job<'static>, isolated: bool) -> JobEnd {
         let _ = conn.execute_batch("ROLLBACK TO write; RELEASE write");
     }
     end
+}
+
+/// Runs one statement of the batch's framing, compiled once per connection (each write
+/// runs two to four of them).
+fn run_sql(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([])?;
+    Ok(())
 }
 
 /// The same failure, for each writer of a batch (rusqlite's errors are not `Clone`): the

@@ -90,7 +90,9 @@ pub(super) fn bodies(
 ) -> Result<Vec<Memory>> {
     w.params.push(Value::Integer(limit as i64));
     w.params.push(Value::Integer(offset as i64));
-    let mut stmt = conn.prepare(&format!(
+    // Cached: the text depends only on the selection's shape (its values are parameters),
+    // and `get_memory` and `list_memory` run it on every call.
+    let mut stmt = conn.prepare_cached(&format!(
         "SELECT m.body FROM memories m WHERE {} ORDER BY {order} LIMIT ? OFFSET ?",
         w.sql
     ))?;
@@ -116,11 +118,9 @@ pub(super) fn matching_in(
 
 /// How many records `w` matches.
 pub(super) fn count(conn: &Connection, w: Where) -> Result<u64> {
-    let n: i64 = conn.query_row(
-        &format!("SELECT count(*) FROM memories m WHERE {}", w.sql),
-        params_from_iter(w.params),
-        |r| r.get(0),
-    )?;
+    let n: i64 = conn
+        .prepare_cached(&format!("SELECT count(*) FROM memories m WHERE {}", w.sql))?
+        .query_row(params_from_iter(w.params), |r| r.get(0))?;
     Ok(u64::try_from(n).unwrap_or(0))
 }
 

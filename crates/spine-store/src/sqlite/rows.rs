@@ -78,7 +78,7 @@ pub(super) fn stamp_successor(
 
 /// Writes the indexed columns and tags of `m` at `rowid` (payload already encoded).
 pub(crate) fn write_row(tx: &Connection, m: &Memory, body: &str) -> Result<i64> {
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO memories (id, short_id, owner, visibility, scope, category, created_at,
             not_before, not_after, archived_at, superseded_by, body)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
@@ -88,24 +88,25 @@ pub(crate) fn write_row(tx: &Connection, m: &Memory, body: &str) -> Result<i64> 
             not_before = excluded.not_before, not_after = excluded.not_after,
             archived_at = excluded.archived_at, superseded_by = excluded.superseded_by,
             body = excluded.body",
-        params![
-            m.id.to_string(),
-            m.short_id.as_str(),
-            m.owner,
-            m.visibility.as_str(),
-            m.scope.as_str(),
-            m.category.as_str(),
-            m.created_at.as_micros(),
-            secs(m.not_before),
-            secs(m.not_after),
-            secs(m.archived_at),
-            m.superseded_by.map(|s| s.to_string()),
-            body,
-        ],
-    )?;
-    let rowid: i64 =
-        tx.query_row("SELECT rowid FROM memories WHERE id = ?1", [m.id.to_string()], |r| r.get(0))?;
-    tx.execute("DELETE FROM memory_tags WHERE memory = ?1", [rowid])?;
+    )?
+    .execute(params![
+        m.id.to_string(),
+        m.short_id.as_str(),
+        m.owner,
+        m.visibility.as_str(),
+        m.scope.as_str(),
+        m.category.as_str(),
+        m.created_at.as_micros(),
+        secs(m.not_before),
+        secs(m.not_after),
+        secs(m.archived_at),
+        m.superseded_by.map(|s| s.to_string()),
+        body,
+    ])?;
+    let rowid: i64 = tx
+        .prepare_cached("SELECT rowid FROM memories WHERE id = ?1")?
+        .query_row([m.id.to_string()], |r| r.get(0))?;
+    tx.prepare_cached("DELETE FROM memory_tags WHERE memory = ?1")?.execute([rowid])?;
     let mut ins =
         tx.prepare_cached("INSERT OR IGNORE INTO memory_tags (memory, tag) VALUES (?1, ?2)")?;
     for tag in &m.tags {
@@ -115,11 +116,11 @@ pub(crate) fn write_row(tx: &Connection, m: &Memory, body: &str) -> Result<i64> 
 }
 
 pub(crate) fn write_vector(tx: &Connection, rowid: i64, e: Embedding<'_>) -> Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO vectors (memory, model, dims, vec) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT(memory) DO UPDATE SET model = excluded.model, dims = excluded.dims,
             vec = excluded.vec",
-        params![rowid, e.model, e.vector.len() as i64, vec_to_blob(e.vector)],
-    )?;
+    )?
+    .execute(params![rowid, e.model, e.vector.len() as i64, vec_to_blob(e.vector)])?;
     Ok(())
 }

@@ -70,11 +70,8 @@ impl Store for SqliteStore {
         self.write(|conn| {
             let tx: &Connection = conn;
             let owned: Option<i64> = tx
-                .query_row(
-                    &format!("SELECT m.rowid FROM memories m WHERE {}", w.sql),
-                    params_from_iter(w.params),
-                    |r| r.get(0),
-                )
+                .prepare_cached(&format!("SELECT m.rowid FROM memories m WHERE {}", w.sql))?
+                .query_row(params_from_iter(w.params), |r| r.get(0))
                 .optional()?;
             if owned.is_none() {
                 return Ok(false);
@@ -92,13 +89,13 @@ impl Store for SqliteStore {
     fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()> {
         // Its log group is not waited for (module docs, "Durability").
         let (out, _through) = self.combined(super::Kind::Touch, |conn| {
-            conn.execute(
+            conn.prepare_cached(
                 "UPDATE memories SET body = json_set(body,
                     '$.access_count', coalesce(json_extract(body, '$.access_count'), 0) + 1,
                     '$.last_accessed_at', ?2)
                  WHERE id = ?1",
-                params![id.to_string(), at.to_rfc3339()],
-            )?;
+            )?
+            .execute(params![id.to_string(), at.to_rfc3339()])?;
             Ok(())
         })?;
         out
@@ -180,7 +177,7 @@ impl Store for SqliteStore {
         let mut w = Where::read(sel);
         w.params.push(Value::Integer(limit as i64));
         let conn = self.read()?;
-        let mut stmt = conn.prepare(&format!(
+        let mut stmt = conn.prepare_cached(&format!(
             "SELECT t.tag, COUNT(*) AS n FROM memory_tags t JOIN memories m ON m.rowid = t.memory
              WHERE {} GROUP BY t.tag ORDER BY n DESC, t.tag ASC LIMIT ?",
             w.sql

@@ -156,7 +156,9 @@ type Change = (i64, Option<Row>);
 /// Every record changed after `synced` as `tx` sees it; `None` when the log was pruned past
 /// `synced` or more than `most` records changed.
 fn changes_since(tx: &Transaction<'_>, synced: i64, most: usize) -> Result<Option<Vec<Change>>> {
-    let first: i64 = tx.query_row("SELECT coalesce(min(seq), 0) FROM changes", [], |r| r.get(0))?;
+    let first: i64 = tx
+        .prepare_cached("SELECT coalesce(min(seq), 0) FROM changes")?
+        .query_row([], |r| r.get(0))?;
     if first > synced + 1 {
         return Ok(None);
     }
