@@ -107,23 +107,34 @@ impl Ticket {
 struct Entry {
     job: Option<Job<'static>>,
     ticket: Arc<Ticket>,
+    /// Its writer has been given its outcome.
+    told: bool,
     kind: Kind,
     asked: Instant,
 }
 
+impl Entry {
+    /// Releases the writer with `outcome`; the job must be gone (run or dropped) by then,
+    /// since the writer may free what it borrows as soon as it is released.
+    fn tell(&mut self, outcome: Outcome) {
+        debug_assert!(self.job.is_none());
+        self.told = true;
+        self.ticket.set(Turn::Done(outcome));
+    }
+}
+
 impl Drop for Entry {
-    /// A write dropped unrun (the batch's writer panicked outside any job) releases its
-    /// writer with an error rather than leaving it waiting; the job goes first, since its
-    /// writer may free what it borrows as soon as it is released.
+    /// A write dropped before its writer was told (the batch's leader panicked outside any
+    /// job) releases its writer with an error rather than leaving it waiting; the job, if
+    /// it never ran, goes first.
     fn drop(&mut self) {
-        let job = self.job.take();
-        if job.is_some() {
-            drop(job);
+        drop(self.job.take());
+        if !self.told {
             let e = rusqlite::Error::SqliteFailure(
                 rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
                 Some("the batch of writes was abandoned".into()),
             );
-            self.ticket.set(Turn::Done(Outcome::Failed(e)));
+            self.tell(Outcome::Failed(e));
         }
     }
 }
@@ -157,14 +168,22 @@ impl Combiner {
         job: Job<'a>,
     ) -> Outcome {
         // SAFETY: only the lifetime changes. The job borrows from this call's caller, and
-        // this call returns only once the ticket is `Done`, which is set after the job has
-        // been run and dropped (`run_batch`), or dropped unrun (`Entry::drop`, which drops
-        // it first). Nothing else keeps the job: it lives in the queue, then in one
-        // batch's entry, and `Combiner` is borrowed by this call, so it cannot be dropped
-        // with the job inside while the caller waits.
+        // this call returns only once the ticket is `Done`. Only `Entry::tell` sets that,
+        // and only once the job is gone: run (consumed by `run_batch`) or dropped unrun
+        // (`Entry::drop` drops it before telling). Nothing else keeps the job: it lives in
+        // its entry, in the queue and then in one batch, and `Combiner` is borrowed by this
+        // call, so it cannot be dropped with the job inside while the caller waits. If this
+        // call itself unwinds as a batch's leader, `HandOver` withdraws its entry from the
+        // queue (dropping the job) before the caller's frame goes.
         let job = unsafe { std::mem::transmute::<Job<'a>, Job<'static>>(job) };
         let ticket = Arc::new(Ticket::default());
-        let entry = Entry { job: Some(job), ticket: ticket.clone(), kind, asked: Instant::now() };
+        let entry = Entry {
+            job: Some(job),
+            ticket: ticket.clone(),
+            told: false,
+            kind,
+            asked: Instant::now(),
+        };
         let lead = {
             let mut q = self.queue();
             q.entries.push_back(entry);
@@ -249,10 +268,14 @@ fn run_batch(conn: &mut Connection, wal: &GroupSync, mut batch: Vec<Entry>) {
             .record((began - e.asked).as_secs_f64());
     }
     metrics::counter!("spine_store_write_batches_total").increment(1);
+    if !conn.is_autocommit() {
+        // Left open by a panic on this connection: nothing of it was acknowledged.
+        let _ = conn.execute_batch("ROLLBACK");
+    }
     if let Err(e) = run_sql(conn, "BEGIN IMMEDIATE") {
         for entry in &mut batch {
             entry.job = None;
-            entry.ticket.set(Turn::Done(Outcome::Failed(share(&e))));
+            entry.tell(Outcome::Failed(share(&e)));
         }
         return;
     }
@@ -276,7 +299,7 @@ fn run_batch(conn: &mut Connection, wal: &GroupSync, mut batch: Vec<Entry>) {
     // Each write's share of the batch's time on the connection: summed over writes, the
     // time the connection was held.
     let hold = began.elapsed().as_secs_f64() / batch.len() as f64;
-    for (entry, ran) in batch.iter().zip(ran) {
+    for (entry, ran) in batch.iter_mut().zip(ran) {
         metrics::histogram!("spine_store_write_hold_seconds", "kind" => entry.kind.label())
             .record(hold);
         let outcome = match (ran, &committed) {
@@ -286,7 +309,7 @@ fn run_batch(conn: &mut Connection, wal: &GroupSync, mut batch: Vec<Entry>) {
             (JobEnd::Failed, _) | (JobEnd::Kept, Ok(())) => Outcome::Ran { through },
             (JobEnd::Kept, Err(e)) => Outcome::Failed(share(e)),
         };
-        entry.ticket.set(Turn::Done(outcome));
+        entry.tell(outcome);
     }
 }
 
