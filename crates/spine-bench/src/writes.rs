@@ -1,9 +1,10 @@
 //! `spine-bench writes N [SECONDS]`: the embedded store's write path under concurrency, with
-//! nothing else in the way (no model, no HTTP): N threads each storing one record per
-//! transaction, as N sessions' `store_memory` calls reach the store, and one more thread
-//! counting a `get_memory` touch on a stored record in a loop. Prints records/s, each
-//! write's and each touch's p50/p95/p99. What it shows is how writers share the one write
-//! connection and the flushes of the log (`spine-store`'s `sqlite/durable.rs`).
+//! nothing else in the way (no model, no HTTP): N threads each storing one record per call,
+//! as N sessions' `store_memory` calls reach the store, and one more thread counting a
+//! `get_memory` touch on a stored record in a loop. Prints records/s, each write's and each
+//! touch's p50/p95/p99. What it shows is how writers share the one write connection (the
+//! writes queued together commit together, `spine-store`'s `sqlite/combine.rs`) and the
+//! flushes of the log (`sqlite/durable.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
