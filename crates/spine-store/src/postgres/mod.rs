@@ -231,6 +231,35 @@ impl PgStore {
         self.block(async { Ok(self.pool.get().await?.execute(sql, params).await?) })
     }
 
+    /// [`PgStore::query`] of a statement that finds its rows by a key (`id`, `short_id`, the
+    /// idempotency key): prepared once per pooled connection and reused, where a statement
+    /// given as text is prepared on every call, a round trip to the server before the one
+    /// that runs it. Only for such statements: whatever the values, the plan is the key's
+    /// index, so a plan the server keeps for the prepared statement is the one it would
+    /// choose for each call (a statement whose best plan depends on its values, a filter
+    /// on a scope or an owner, stays on [`PgStore::query`], planned for each call's values).
+    pub(crate) fn query_by_key(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>> {
+        self.block(async {
+            let client = self.pool.get().await?;
+            let stmt = client.prepare_cached(sql).await?;
+            Ok(client.query(&stmt, params).await?)
+        })
+    }
+
+    /// [`PgStore::execute`] of a statement that writes the row of one key (see
+    /// [`PgStore::query_by_key`]).
+    pub(crate) fn execute_by_key(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
+        self.block(async {
+            let client = self.pool.get().await?;
+            let stmt = client.prepare_cached(sql).await?;
+            Ok(client.execute(&stmt, params).await?)
+        })
+    }
+
     /// [`PgStore::block`] without the time limit: migrations and index builds, which may
     /// take minutes on a large table.
     fn block_untimed<F: Future + Send>(&self, f: F) -> F::Output

@@ -35,6 +35,21 @@ fn bodies(
     store.query(&sql, &w.refs())?.iter().map(|r| decode(&r.text(0)?)).collect()
 }
 
+/// Payloads of the rows with the id or short id `key` that `access` may read, at most
+/// `limit`: a lookup on a key's index, prepared once ([`PgStore::query_by_key`]).
+fn bodies_by_key(
+    store: &PgStore,
+    mut w: Where,
+    access: &Access,
+    limit: usize,
+) -> Result<Vec<Memory>> {
+    w.access(access);
+    let l = w.bind(limit as i64);
+    let sql =
+        format!("SELECT m.body::text FROM memories m WHERE {} ORDER BY m.id LIMIT {l}", w.sql);
+    store.query_by_key(&sql, &w.refs())?.iter().map(|r| decode(&r.text(0)?)).collect()
+}
+
 impl Store for PgStore {
     fn insert(&self, m: &Memory, embedding: Embedding<'_>) -> Result<()> {
         self.ensure_vector_index(embedding.vector.len())?;
@@ -60,8 +75,8 @@ impl Store for PgStore {
     }
 
     fn short_id_taken(&self, short: &ShortId) -> Result<bool> {
-        let sql = "SELECT 1 FROM memories WHERE short_id = $1";
-        Ok(self.query_opt(sql, &[&short.as_str()])?.is_some())
+        let sql = "SELECT 1 FROM memories WHERE short_id = $1 LIMIT 1";
+        Ok(!self.query_by_key(sql, &[&short.as_str()])?.is_empty())
     }
 
     fn matching(&self, access: &Access, id: &IdRef, limit: usize) -> Result<Vec<Memory>> {
@@ -76,8 +91,7 @@ impl Store for PgStore {
                 w.push(&format!("m.short_id = {p}"));
             }
         }
-        w.access(access);
-        bodies(self, w, "m.id", limit, 0)
+        bodies_by_key(self, w, access, limit)
     }
 
     fn replace(
@@ -96,8 +110,10 @@ impl Store for PgStore {
         self.block(async {
             let mut client = self.pool.get().await?;
             let tx = client.transaction().await?;
+            // By its id: prepared once, like `PgStore::query_by_key`'s statements.
             let sql = format!("SELECT 1 FROM memories m WHERE {} FOR UPDATE", w.sql);
-            if tx.query_opt(&sql, &w.refs()).await?.is_none() {
+            let owned = tx.prepare_cached(&sql).await?;
+            if tx.query_opt(&owned, &w.refs()).await?.is_none() {
                 return Ok(false);
             }
             write(&tx, m, embedding).await?;
@@ -107,7 +123,7 @@ impl Store for PgStore {
     }
 
     fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()> {
-        self.execute(
+        self.execute_by_key(
             "UPDATE memories SET body = jsonb_set(jsonb_set(body::jsonb, '{access_count}',
                 to_jsonb(coalesce((body->>'access_count')::bigint, 0) + 1)),
                 '{last_accessed_at}', to_jsonb($2::text))
@@ -277,8 +293,8 @@ impl Store for PgStore {
 
     fn idempotency(&self, access: &Access, key: &str) -> Result<Option<IdempotencyEntry>> {
         let sql = "SELECT fingerprint, id, short_id FROM idempotency WHERE owner = $1 AND key = $2";
-        let row = self.query_opt(sql, &[&access.owner, &key])?;
-        row.map(|r| IdempotencyEntry::read(key, &r)).transpose()
+        let rows = self.query_by_key(sql, &[&access.owner, &key])?;
+        rows.first().map(|r| IdempotencyEntry::read(key, r)).transpose()
     }
 
     fn set_archived(
