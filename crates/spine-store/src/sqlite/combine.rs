@@ -41,7 +41,7 @@ pub(super) const MAX_BATCH: usize = 64;
 
 /// One write's statements, run on the write connection inside a batch's transaction;
 /// returns whether they succeeded (their savepoint is released) or not (rolled back).
-pub(super) type Job<'a> = Box<dyn FnOnce(&mut Connection) -> bool + Send + 'a>;
+pub(super) type Job<'a> = Box<dyn FnOnce(&Connection) -> bool + Send + 'a>;
 
 /// What a write is: it labels the write's metrics and says whether its writer waits for
 /// the log's flush.
@@ -211,14 +211,14 @@ impl Combiner {
         loop {
             // The connection first: whatever queues while it is busy elsewhere (a checkpoint's
             // last pass, a write running alone) joins this batch.
-            let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+            let conn = conn.lock().unwrap_or_else(|p| p.into_inner());
             let batch: Vec<Entry> = {
                 let mut q = self.queue();
                 let n = q.entries.len().min(MAX_BATCH);
                 q.entries.drain(..n).collect()
             };
             if !batch.is_empty() {
-                run_batch(&mut conn, wal, batch);
+                run_batch(&conn, wal, batch);
             }
             drop(conn);
             let mut turn = mine.turn();
@@ -261,7 +261,7 @@ impl Drop for HandOver<'_> {
 }
 
 /// One transaction: each entry's job in a savepoint, one commit, each writer told.
-fn run_batch(conn: &mut Connection, wal: &GroupSync, mut batch: Vec<Entry>) {
+fn run_batch(conn: &Connection, wal: &GroupSync, mut batch: Vec<Entry>) {
     let began = Instant::now();
     for e in &batch {
         metrics::histogram!("spine_store_write_wait_seconds", "kind" => e.kind.label())
@@ -328,7 +328,7 @@ enum JobEnd {
 /// Runs `job`, in a savepoint if `isolated` (a batch of several): released if it succeeds,
 /// rolled back if it fails or panics. Alone, a job that fails leaves its batch nothing to
 /// keep, and the transaction is rolled back.
-fn run_job(conn: &mut Connection, job: Job<'static>, isolated: bool) -> JobEnd {
+fn run_job(conn: &Connection, job: Job<'static>, isolated: bool) -> JobEnd {
     if isolated && let Err(e) = run_sql(conn, "SAVEPOINT write") {
         return JobEnd::NotKept(e);
     }

@@ -264,11 +264,12 @@ impl SqliteStore {
     /// Runs `f` on the write connection, in a savepoint of a transaction it may share with
     /// other writes that arrived meanwhile ([`combine`]), and returns once that transaction
     /// has committed and is flushed to disk (module docs, "Durability"). Every write a
-    /// caller is told succeeded goes through here. `f` starts no transaction of its own
-    /// (one is open): it groups its statements with `conn.savepoint()` where it needs to.
+    /// caller is told succeeded goes through here. `f` runs inside that transaction (its
+    /// own savepoint when the batch holds others): all of its statements are kept if it
+    /// returns `Ok`, none if it returns an error.
     pub(crate) fn write<T: Send>(
         &self,
-        f: impl FnOnce(&mut Connection) -> Result<T> + Send,
+        f: impl FnOnce(&Connection) -> Result<T> + Send,
     ) -> Result<T> {
         let (out, through) = self.combined(Kind::Write, f)?;
         self.wal.wait(through).map_err(|e| StoreError::Io(format!("flushing the log: {e}")))?;
@@ -280,10 +281,10 @@ impl SqliteStore {
     fn combined<T: Send>(
         &self,
         kind: Kind,
-        f: impl FnOnce(&mut Connection) -> Result<T> + Send,
+        f: impl FnOnce(&Connection) -> Result<T> + Send,
     ) -> Result<(Result<T>, u64)> {
         let mut out = None;
-        let job = Box::new(|conn: &mut Connection| {
+        let job = Box::new(|conn: &Connection| {
             let r = f(conn);
             let ok = r.is_ok();
             out = Some(r);
@@ -411,7 +412,7 @@ mod tests {
     }
 
     /// A write as the tests below queue it.
-    type TestWrite<'a> = Box<dyn FnOnce(&mut Connection) -> Result<()> + Send + 'a>;
+    type TestWrite<'a> = Box<dyn FnOnce(&Connection) -> Result<()> + Send + 'a>;
 
     /// Runs `writes` on `store` from one thread each while the write connection is held
     /// elsewhere, so that all of them queue, then lets the connection go; returns each
@@ -570,8 +571,7 @@ mod tests {
             });
             held.wait();
             let n: i64 = store
-                .write(|conn| {
-                    let tx: &Connection = conn;
+                .write(|tx| {
                     let n = tx.query_row("SELECT count(*) FROM memories", [], |r| r.get(0))?;
                     tx.execute("CREATE TABLE t (a INTEGER)", [])?;
                     Ok(n)
@@ -597,8 +597,7 @@ mod tests {
         let before = checkpointer.settle();
         let pad = |rows: usize| {
             store
-                .write(|conn| {
-                    let tx: &Connection = conn;
+                .write(|tx| {
                     tx.execute("CREATE TABLE IF NOT EXISTS pad (b BLOB)", [])?;
                     for _ in 0..rows {
                         tx.execute("INSERT INTO pad VALUES (zeroblob(4000))", [])?;

@@ -118,8 +118,7 @@ impl ReviewStore for SqliteStore {
     }
 
     fn apply_consolidation(&self, links: &[ConsolidationLink]) -> Result<Vec<Option<String>>> {
-        self.write(|conn| {
-            let tx: &Connection = conn;
+        self.write(|tx| {
             let applied = {
                 let mut read = tx.prepare_cached("SELECT body FROM memories WHERE id = ?1")?;
                 consolidation::apply(links, |id| {
@@ -162,8 +161,7 @@ impl ReviewStore for SqliteStore {
         c: &PurgeCriteria,
         now: Timestamp,
     ) -> Result<Vec<PurgeOutcome>> {
-        self.write(|conn| {
-            let tx: &Connection = conn;
+        self.write(|tx| {
             let wanted: HashSet<RecordId> = listed.iter().copied().collect();
             let selected: Vec<PurgeCandidate> =
                 purge_select(tx, c, now)?.into_iter().filter(|c| wanted.contains(&c.id)).collect();

@@ -21,8 +21,7 @@ use crate::{
 impl Store for SqliteStore {
     fn insert(&self, m: &Memory, embedding: Embedding<'_>) -> Result<()> {
         let body = encode(m)?;
-        self.write(|conn| {
-            let tx: &Connection = conn;
+        self.write(|tx| {
             let rowid = write_row(tx, m, &body)?;
             write_vector(tx, rowid, embedding)?;
             Ok(())
@@ -30,8 +29,7 @@ impl Store for SqliteStore {
     }
 
     fn insert_batch(&self, items: &[(Memory, Embedding<'_>)]) -> Result<()> {
-        self.write(|conn| {
-            let tx: &Connection = conn;
+        self.write(|tx| {
             for (m, embedding) in items {
                 let rowid = write_row(tx, m, &encode(m)?)?;
                 write_vector(tx, rowid, *embedding)?;
@@ -67,8 +65,7 @@ impl Store for SqliteStore {
         let mut w = Where::default();
         w.and("m.id = ?", [Value::Text(m.id.to_string())]);
         w.owned(access);
-        self.write(|conn| {
-            let tx: &Connection = conn;
+        self.write(|tx| {
             let owned: Option<i64> = tx
                 .prepare_cached(&format!("SELECT m.rowid FROM memories m WHERE {}", w.sql))?
                 .query_row(params_from_iter(w.params), |r| r.get(0))
@@ -199,8 +196,7 @@ impl Store for SqliteStore {
         idempotency: Option<&IdempotencyEntry>,
     ) -> Result<std::result::Result<(), SupersedeRejection>> {
         let body = encode(new)?;
-        self.write(|conn| {
-            let tx: &Connection = conn;
+        self.write(|tx| {
             let mut check = tx.prepare_cached(&format!(
                 "SELECT m.category, m.superseded_by IS NOT NULL FROM memories m
                  WHERE m.id = ?1 AND {}",
@@ -253,8 +249,7 @@ impl Store for SqliteStore {
         ids: &[RecordId],
         at: Option<EpochSeconds>,
     ) -> Result<Vec<bool>> {
-        self.write(|conn| {
-            let tx: &Connection = conn;
+        self.write(|tx| {
             let mut out = Vec::with_capacity(ids.len());
             {
                 let mut stmt = match at {
@@ -407,8 +402,7 @@ impl Store for SqliteStore {
     }
 
     fn set_vector(&self, id: &RecordId, embedding: Embedding<'_>) -> Result<bool> {
-        self.write(|conn| {
-            let tx: &Connection = conn;
+        self.write(|tx| {
             let rowid: Option<i64> = tx
                 .query_row("SELECT rowid FROM memories WHERE id = ?1", [id.to_string()], |r| {
                     r.get(0)

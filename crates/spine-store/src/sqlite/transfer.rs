@@ -90,8 +90,7 @@ impl TransferStore for SqliteStore {
     }
 
     fn import_batch(&self, records: &[ImportRecord<'_>]) -> Result<Vec<ImportOutcome>> {
-        self.write(|conn| {
-            let tx: &Connection = conn;
+        self.write(|tx| {
             let mut out = Vec::with_capacity(records.len());
             for r in records {
                 let id = r.memory.id.to_string();
@@ -144,8 +143,7 @@ impl TransferStore for SqliteStore {
         let w = Where::expired(cutoff);
         // The condition's values first, then the id's `?`.
         let sql = format!("DELETE FROM memories AS m WHERE {} AND m.id = ?", w.sql);
-        self.write(|conn| {
-            let tx: &Connection = conn;
+        self.write(|tx| {
             let mut out = Vec::with_capacity(ids.len());
             {
                 let mut stmt = tx.prepare_cached(&sql)?;
@@ -173,8 +171,7 @@ impl TransferStore for SqliteStore {
 
     /// Only the payload changes: no indexed column, so no entry in the change log.
     fn migrate_page(&self, after: i64, limit: usize) -> Result<MigratePage> {
-        self.write(|conn| {
-            let tx: &Connection = conn;
+        self.write(|tx| {
             let mut page = MigratePage::default();
             {
                 let mut select = tx.prepare_cached(
@@ -199,8 +196,7 @@ impl TransferStore for SqliteStore {
     }
 
     fn mark_exported(&self, records: &[Memory], file: &str, at: EpochSeconds) -> Result<()> {
-        self.write(|conn| {
-            let tx: &Connection = conn;
+        self.write(|tx| {
             {
                 let mut stmt = tx.prepare_cached(
                     "INSERT INTO exported (id, digest, exported_at, file) VALUES (?1, ?2, ?3, ?4)
