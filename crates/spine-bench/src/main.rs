@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p spine-bench -- search 10000 100000   # one scope of N: latency, recall
+//! cargo run --release -p spine-bench -- search 10000 --writes 500  # the same while storing
 //! cargo run --release -p spine-bench -- cross 1000000         # cross_spine over 100 scopes
 //! cargo run --release -p spine-bench -- stages 2000 100000   # where a new query's time goes
 //! cargo run --release -p spine-bench -- ingest 500            # store_memory rate, with embedding
@@ -148,7 +149,19 @@ fn main() -> Result<()> {
                 _ => scale::Layout::OneScope,
             };
             let embedder = Arc::new(Memo::new(model()?));
-            scale::run(embedder, &corpus::real_texts(2000)?, layout, &numbers(1)?)
+            let (writes, sizes) = match args.iter().position(|a| a == "--writes") {
+                Some(at) => {
+                    let rate = args.get(at + 1).context("--writes takes records a second")?;
+                    let rate = rate.parse().context("--writes takes records a second")?;
+                    (rate, [&args[1..at], &args[at + 2..]].concat())
+                }
+                None => (0, args[1..].to_vec()),
+            };
+            let sizes = sizes
+                .iter()
+                .map(|s| s.parse().context("a record count"))
+                .collect::<Result<Vec<usize>>>()?;
+            scale::run(embedder, &corpus::real_texts(2000)?, layout, &sizes, writes)
         }
         Some("stages") => {
             let sizes = numbers(1)?;
@@ -177,7 +190,7 @@ fn main() -> Result<()> {
         }
         _ => {
             bail!(
-                "usage: spine-bench search N [N…] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N | spine-bench ingest N | spine-bench writes [WRITERS] [SECONDS] | spine-bench eval [prose] [N] | spine-bench secrets | spine-bench locomo --data PATH [--mode turns|observations] [--conversations 1-5|6-10|all] [--store DIR] [--json] | spine-bench load [--url URL | --binary PATH] [--mode mix|store|search] [--corpus code|prose] [--sessions N] [--seconds S] [--seed N] [--json] [-- serve args]"
+                "usage: spine-bench search N [N…] [--writes R] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N | spine-bench ingest N | spine-bench writes [WRITERS] [SECONDS] | spine-bench eval [prose] [N] | spine-bench secrets | spine-bench locomo --data PATH [--mode turns|observations] [--conversations 1-5|6-10|all] [--store DIR] [--json] | spine-bench load [--url URL | --binary PATH] [--mode mix|store|search] [--corpus code|prose] [--sessions N] [--seconds S] [--seed N] [--json] [-- serve args]"
             )
         }
     }

@@ -18,6 +18,11 @@
 //! Recall@10 is measured at the store level (`Store::nearest`, the 10 nearest active
 //! records) against an exact f32 scan of the vectors read back from the store.
 //!
+//! `--writes R` times the searches while another thread stores R new records a second in
+//! the searched scope (records of the same shapes, one insert each, paced), as sessions
+//! storing beside the searching ones do: every commit leaves the index behind the database
+//! and every reader's page cache stale, which a search on a quiet store never meets.
+//!
 //! With `SPINE_BENCH_DATABASE_URL` naming a PostgreSQL server (with pgvector), each size runs
 //! on a fresh database there instead of SQLite. Records are loaded as `spine import` loads
 //! them (a bulk load: on PostgreSQL the HNSW index is built once at the end, then
@@ -25,7 +30,8 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
 use rand::rngs::StdRng;
@@ -223,6 +229,7 @@ pub fn run(
     base_texts: &[String],
     layout: Layout,
     sizes: &[usize],
+    writes_per_s: u32,
 ) -> Result<()> {
     let t = Instant::now();
     let refs: Vec<&str> = base_texts.iter().map(String::as_str).collect();
@@ -234,9 +241,9 @@ pub fn run(
     let shapes = Shapes { base };
     let text = "which module handles authentication requests";
     println!(
-        "| records | layout | p50 ms | p95 ms | p99 ms | index p50 ms | recall@10 | RSS MiB | index load s | ingest s | build s |"
+        "| records | layout | p50 ms | p95 ms | p99 ms | index p50 ms | recall@10 | RSS MiB | index load s | ingest s | build s | writes/s | CPU ms | faults |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for &n in sizes {
         let Fresh { store, _guard } = fresh_store()?;
         let mut rng = StdRng::seed_from_u64(7);
@@ -287,18 +294,48 @@ pub fn run(
         service.search_memory(&caller, args()?).map_err(|e| anyhow!("{e}"))?;
         let load_s = t.elapsed().as_secs_f64();
         let mut ms = Vec::with_capacity(QUERIES * 2);
-        for round in 0..2 {
-            for q in &queries {
-                embedder.remember(text, q.clone());
-                let a = args()?;
-                let t = Instant::now();
-                let r = service.search_memory(&caller, a).map_err(|e| anyhow!("{e}"))?;
-                if round == 1 {
-                    ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        let stop = AtomicBool::new(false);
+        let mut used = None;
+        let (searched, written) = std::thread::scope(|s| -> Result<(f64, usize)> {
+            let writer = (writes_per_s > 0).then(|| {
+                let (store, shapes, scope, stop) = (&store, &shapes, &scopes[0], &stop);
+                let model = embedder.model_id();
+                s.spawn(move || {
+                    write_paced(store.as_ref(), model, shapes, scope, n, writes_per_s, stop)
+                })
+            });
+            let started = Instant::now();
+            let searched = (|| -> Result<()> {
+                for round in 0..2 {
+                    if round == 1 {
+                        used = Some(thread_usage());
+                    }
+                    for q in &queries {
+                        embedder.remember(text, q.clone());
+                        let a = args()?;
+                        let t = Instant::now();
+                        let r = service.search_memory(&caller, a).map_err(|e| anyhow!("{e}"))?;
+                        if round == 1 {
+                            ms.push(t.elapsed().as_secs_f64() * 1000.0);
+                        }
+                        assert_eq!(r.memories.len(), 8);
+                    }
                 }
-                assert_eq!(r.memories.len(), 8);
-            }
-        }
+                if let Some((cpu, faults)) = used {
+                    let (cpu_now, faults_now) = thread_usage();
+                    let n = ms.len().max(1) as f64;
+                    used = Some(((cpu_now - cpu) / n, (faults_now - faults) / n));
+                }
+                Ok(())
+            })();
+            let secs = started.elapsed().as_secs_f64();
+            stop.store(true, Ordering::Relaxed);
+            let written = match writer {
+                Some(w) => w.join().expect("the writer panicked")?,
+                None => 0,
+            };
+            searched.map(|()| (secs, written))
+        })?;
         ms.sort_by(f64::total_cmp);
         let rss = rss_mib();
 
@@ -329,13 +366,59 @@ pub fn run(
         let recall = hits as f64 / (10 * queries.len()) as f64;
         index_ms.sort_by(f64::total_cmp);
         println!(
-            "| {n} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {recall:.3} | {rss:.0} | {load_s:.1} | {ingest_s:.0} | {build_s:.0} |",
+            "| {n} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {recall:.3} | {rss:.0} | {load_s:.1} | {ingest_s:.0} | {build_s:.0} | {:.0} | {:.2} | {:.0} |",
             layout.name(),
             percentile(&ms, 0.5),
             percentile(&ms, 0.95),
             percentile(&ms, 0.99),
             percentile(&index_ms, 0.5),
+            written as f64 / searched,
+            used.map_or(0.0, |u| u.0),
+            used.map_or(0.0, |u| u.1),
         );
     }
     Ok(())
+}
+
+/// Stores `per_s` new records a second in `scope` until `stop`, one insert each, paced by
+/// the clock (a late insert is not made up for in a burst); returns how many it stored.
+fn write_paced(
+    store: &dyn BenchStore,
+    model: &str,
+    shapes: &Shapes,
+    scope: &Scope,
+    first: usize,
+    per_s: u32,
+    stop: &AtomicBool,
+) -> Result<usize> {
+    let mut rng = StdRng::seed_from_u64(11);
+    let every = Duration::from_secs(1) / per_s;
+    let mut next = Instant::now();
+    let mut written = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let i = first + written;
+        let at = Timestamp::from_micros(1_800_000_000_000_000 + i as i64);
+        let vector = shapes.record(&mut rng);
+        store.insert(
+            &record(i, scope, at, Layout::OneScope),
+            Embedding { model, vector: &vector },
+        )?;
+        written += 1;
+        next = (next + every).max(Instant::now() - every);
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+    }
+    Ok(written)
+}
+
+/// The calling thread's CPU time in milliseconds and its page faults (minor and major)
+/// so far.
+fn thread_usage() -> (f64, f64) {
+    // SAFETY: getrusage only writes the struct it is given.
+    let ru = unsafe {
+        let mut ru = std::mem::zeroed::<libc::rusage>();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut ru);
+        ru
+    };
+    let ms = |t: libc::timeval| t.tv_sec as f64 * 1e3 + t.tv_usec as f64 / 1e3;
+    (ms(ru.ru_utime) + ms(ru.ru_stime), (ru.ru_minflt + ru.ru_majflt) as f64)
 }

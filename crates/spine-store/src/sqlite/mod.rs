@@ -34,7 +34,9 @@ use schema::MIGRATIONS;
 use sync::{read_synced, sync_index};
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 
@@ -94,7 +96,54 @@ const CACHE_KIB: i64 = 8 * 1024;
 /// is the usual one of mapped files: an I/O error while reading a mapped page (a failing
 /// disk, the file truncated by another program) stops the process with SIGBUS where it would
 /// have been an error — as it already would for the WAL index, which SQLite always maps.
+///
+/// A read connection maps the file only while this process has committed nothing for
+/// [`QUIET`] ([`SqliteStore::read`]): a connection that begins a read after another
+/// connection's commit drops its page cache and, mapped, unmaps the whole file (SQLite's
+/// `pagerBeginReadTransaction`), then faults each page it reads back in. Under a steady
+/// stream of writes that was nearly every read. A search on 10,000 records with 200 writes a
+/// second beside it cost 2.2–2.9 CPU-ms and ~150 page faults mapped, 1.7–2.2 CPU-ms and none
+/// with `pread`; alone, 1.3–1.4 CPU-ms mapped against 1.5–1.6 with `pread` (`spine-bench
+/// search 10000 --writes 200`, VNNI Xeon, 2 cores). With 16 sessions on `get_memory`,
+/// `list_memory` and `update_memory`, the server unmapped the file 1,500–2,000 times a second (2 with this rule);
+/// each unmap by a process running on many cores interrupts all of them to flush their
+/// address translations.
 const MMAP_BYTES: i64 = 2 << 30;
+
+/// How long after this process's last commit read connections read with `pread` rather
+/// than through the memory map ([`MMAP_BYTES`]): long beside the gap between one agent's
+/// writes in a burst, short beside the pauses between bursts, so a store written now and
+/// then is read mapped nearly all the time, and one written every second never is.
+const QUIET: Duration = Duration::from_secs(1);
+
+/// When a store last committed, read without a lock: whether it has been quiet for a while.
+struct Quiet {
+    opened: Instant,
+    /// Nanoseconds from `opened` to the last commit, plus one; 0 before any.
+    last: AtomicU64,
+    /// How long without a commit is quiet.
+    after: Duration,
+}
+
+impl Quiet {
+    fn new(after: Duration) -> Self {
+        Quiet { opened: Instant::now(), last: AtomicU64::new(0), after }
+    }
+
+    /// Notes a commit (or an attempt: one that failed costs a reader nothing).
+    fn committed(&self) {
+        let at = u64::try_from(self.opened.elapsed().as_nanos()).unwrap_or(u64::MAX - 1);
+        self.last.store(at + 1, Ordering::Relaxed);
+    }
+
+    /// Whether nothing was committed for [`Quiet::after`].
+    fn quiet(&self) -> bool {
+        match self.last.load(Ordering::Relaxed) {
+            0 => true,
+            at => self.opened.elapsed().as_nanos() >= u128::from(at - 1) + self.after.as_nanos(),
+        }
+    }
+}
 
 /// `PRAGMA synchronous` of the write connection: a commit writes the log without flushing
 /// it; [`SqliteStore::write`] waits for the flush after letting the connection go (module
@@ -142,7 +191,10 @@ fn open_connection(path: &Path) -> Result<Connection> {
 /// other's scan of the index.
 pub struct SqliteStore {
     conn: Arc<Mutex<Connection>>,
-    readers: Mutex<Vec<Connection>>,
+    readers: Mutex<Vec<Idle>>,
+    /// When this process last committed on the write connection: read connections map the
+    /// file only once it has been quiet for [`QUIET`] ([`SqliteStore::read`]).
+    commits: Quiet,
     /// The most idle read connections kept ([`idle_readers`]).
     idle_readers: usize,
     path: PathBuf,
@@ -161,6 +213,14 @@ pub struct SqliteStore {
 pub(crate) struct Reader<'a> {
     store: &'a SqliteStore,
     conn: Option<Connection>,
+    /// Whether it reads through the memory map ([`MMAP_BYTES`]).
+    mapped: bool,
+}
+
+/// A read connection in the pool.
+struct Idle {
+    conn: Connection,
+    mapped: bool,
 }
 
 impl std::ops::Deref for Reader<'_> {
@@ -185,7 +245,7 @@ impl Drop for Reader<'_> {
         }
         let mut idle = self.store.readers.lock().unwrap_or_else(|p| p.into_inner());
         if idle.len() < self.store.idle_readers {
-            idle.push(conn);
+            idle.push(Idle { conn, mapped: self.mapped });
         }
     }
 }
@@ -222,6 +282,7 @@ impl SqliteStore {
         let store = SqliteStore {
             conn,
             readers: Mutex::default(),
+            commits: Quiet::new(QUIET),
             idle_readers: idle_readers(),
             writes: Combiner::default(),
             wal: GroupSync::new(&path),
@@ -290,7 +351,9 @@ impl SqliteStore {
             out = Some(r);
             ok
         });
-        match self.writes.run(&self.conn, &self.wal, kind, job) {
+        let outcome = self.writes.run(&self.conn, &self.wal, kind, job);
+        self.commits.committed();
+        match outcome {
             Outcome::Ran { through } => {
                 let out = out
                     .unwrap_or_else(|| Err(StoreError::Io("a write's result went missing".into())));
@@ -308,6 +371,7 @@ impl SqliteStore {
         let (out, through) = {
             let mut conn = self.lock();
             let out = f(&mut conn);
+            self.commits.committed();
             (out, self.wal.written(conn.total_changes()))
         };
         self.wal.wait(through).map_err(|e| StoreError::Io(format!("flushing the log: {e}")))?;
@@ -326,15 +390,22 @@ impl SqliteStore {
     /// nothing; it refuses writes (`query_only`).
     pub(crate) fn read(&self) -> Result<Reader<'_>> {
         let idle = self.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let conn = match idle {
-            Some(conn) => conn,
+        let Idle { conn, mapped } = match idle {
+            Some(idle) => idle,
             None => {
                 let conn = open_connection(&self.path)?;
                 conn.pragma_update(None, "query_only", "ON")?;
-                conn
+                Idle { conn, mapped: true }
             }
         };
-        Ok(Reader { store: self, conn: Some(conn) })
+        // Mapped only while the store is quiet ([`MMAP_BYTES`]): after a commit a mapped
+        // reader drops its map at its next read and faults every page back in. Writes by
+        // other processes are not seen here; they cost what they always did.
+        let map = self.commits.quiet();
+        if map != mapped {
+            conn.pragma_update(None, "mmap_size", if map { MMAP_BYTES } else { 0 })?;
+        }
+        Ok(Reader { store: self, conn: Some(conn), mapped: map })
     }
 
     fn migrate(&self) -> Result<()> {
@@ -388,14 +459,24 @@ mod tests {
     }
 
     /// Readers and the writer read the file through a memory map (see [`MMAP_BYTES`]); the
-    /// bundled SQLite's limit (2 GiB) is what the setting is clamped to.
+    /// bundled SQLite's limit (2 GiB) is what the setting is clamped to. A read connection
+    /// taken out within [`QUIET`] of a commit reads with `pread` instead, and maps the file
+    /// again once the store has been quiet that long.
     #[test]
-    fn every_connection_reads_through_a_memory_map() {
+    fn readers_map_the_file_only_while_the_store_is_quiet() {
         let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(dir.path()).unwrap();
+        let mut store = SqliteStore::open(dir.path()).unwrap();
         let mapped = |c: &Connection| -> i64 {
             c.pragma_query_value(None, "mmap_size", |r| r.get(0)).unwrap()
         };
+        // Nothing committed since (the migrations' commits forgotten), and quiet means an hour.
+        store.commits = Quiet::new(Duration::from_secs(3600));
+        assert!(mapped(&store.read().unwrap()) >= 1 << 30);
+        store.write(|c| Ok(c.execute_batch("CREATE TABLE pad (n INTEGER)")?)).unwrap();
+        assert_eq!(mapped(&store.read().unwrap()), 0);
+        assert_eq!(store.readers.lock().unwrap().len(), 1, "the same connection each time");
+        // The hour has passed: the same connection maps the file again.
+        store.commits.after = Duration::ZERO;
         assert!(mapped(&store.read().unwrap()) >= 1 << 30);
         assert!(mapped(&store.lock()) >= 1 << 30);
     }
