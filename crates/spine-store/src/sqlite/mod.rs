@@ -105,9 +105,9 @@ const CACHE_KIB: i64 = 8 * 1024;
 /// second beside it cost 2.2–2.9 CPU-ms and ~150 page faults mapped, 1.7–2.2 CPU-ms and none
 /// with `pread`; alone, 1.3–1.4 CPU-ms mapped against 1.5–1.6 with `pread` (`spine-bench
 /// search 10000 --writes 200`, VNNI Xeon, 2 cores). With 16 sessions on `get_memory`,
-/// `list_memory` and `update_memory`, the server unmapped the file 1,500–2,000 times a second (2 with this rule);
-/// each unmap by a process running on many cores interrupts all of them to flush their
-/// address translations.
+/// `list_memory` and `update_memory`, the server unmapped the file 1,500–2,000 times a
+/// second (2 with this rule); each unmap by a process running on many cores interrupts all
+/// of them to flush their address translations.
 const MMAP_BYTES: i64 = 2 << 30;
 
 /// How long after this process's last commit read connections read with `pread` rather
