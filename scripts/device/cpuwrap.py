@@ -1,7 +1,8 @@
 """cpuwrap.py PID -- CMD...: runs CMD, prints the server's CPU seconds by thread group over it
 (from /proc/PID/task/*/stat), the children's (client) CPU, CPU-ms per call, and the server's
 context switches per call (/proc/PID/task/*/status): voluntary ones are waits (a lock, a
-channel, I/O), involuntary ones preemptions."""
+channel, I/O), involuntary ones preemptions; and its page faults per call (/proc/PID/stat:
+a reader that maps the database refaults its pages after every commit it sees)."""
 import json, os, re, resource, subprocess, sys, time
 pid = int(sys.argv[1]); cmd = sys.argv[sys.argv.index("--") + 1:]
 tick = os.sysconf("SC_CLK_TCK")
@@ -28,12 +29,16 @@ def switches():
         except OSError:
             continue
     return out
-w0 = switches()
+def faults():
+    s = open(f"/proc/{pid}/stat").read()
+    f = s[s.rindex(")") + 2:].split()
+    return int(f[7]) + int(f[9])
+w0, f0 = switches(), faults()
 a, t0 = snap(), time.time()
 c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
 p = subprocess.run(cmd, capture_output=True, text=True)
 b, t1 = snap(), time.time()
-w1 = switches()
+w1, f1 = switches(), faults()
 c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
 groups = {}
 for t, (name, v) in b.items():
@@ -55,5 +60,6 @@ print(json.dumps({"wall_s": round(wall, 1), "server_cpu_s": round(srv, 2), "serv
   "cpu_ms_per_call_by_group": {k: round(1000 * v / calls, 2) for k, v in g.items()} if calls else g,
   # threads that ended during the run are lost here too
   "switches_per_call": {"voluntary": round((w1[0] - w0[0]) / calls, 1),
-                        "involuntary": round((w1[1] - w0[1]) / calls, 1)} if calls else None}))
+                        "involuntary": round((w1[1] - w0[1]) / calls, 1)} if calls else None,
+  "faults_per_call": round((f1 - f0) / calls, 1) if calls else None}))
 if p.returncode: print(p.stderr[-2000:])

@@ -102,8 +102,8 @@ const CACHE_KIB: i64 = 8 * 1024;
 /// connection's commit drops its page cache and, mapped, unmaps the whole file (SQLite's
 /// `pagerBeginReadTransaction`), then faults each page it reads back in. Under a steady
 /// stream of writes that was nearly every read. A search on 10,000 records with 200 writes a
-/// second beside it cost 2.2–2.9 CPU-ms and ~150 page faults mapped, 1.7–2.2 CPU-ms and none
-/// with `pread`; alone, 1.3–1.4 CPU-ms mapped against 1.5–1.6 with `pread` (`spine-bench
+/// second beside it cost 2.2–4.2 CPU-ms and 140–188 page faults mapped, 1.7–3.1 CPU-ms and
+/// none with `pread`; alone, 1.3–1.4 CPU-ms mapped against 1.5–1.6 with `pread` (`spine-bench
 /// search 10000 --writes 200`, VNNI Xeon, 2 cores). With 16 sessions on `get_memory`,
 /// `list_memory` and `update_memory`, the server unmapped the file 1,500–2,000 times a
 /// second (2 with this rule); each unmap by a process running on many cores interrupts all
