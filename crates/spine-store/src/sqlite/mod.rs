@@ -390,7 +390,7 @@ impl SqliteStore {
     /// nothing; it refuses writes (`query_only`).
     pub(crate) fn read(&self) -> Result<Reader<'_>> {
         let idle = self.readers.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let Idle { conn, mapped } = match idle {
+        let Idle { conn, mut mapped } = match idle {
             Some(idle) => idle,
             None => {
                 let conn = open_connection(&self.path)?;
@@ -401,11 +401,15 @@ impl SqliteStore {
         // Mapped only while the store is quiet ([`MMAP_BYTES`]): after a commit a mapped
         // reader drops its map at its next read and faults every page back in. Writes by
         // other processes are not seen here; they cost what they always did.
+        // A connection whose setting could not be changed reads as it did: slower, not wrong.
         let map = self.commits.quiet();
         if map != mapped {
-            conn.pragma_update(None, "mmap_size", if map { MMAP_BYTES } else { 0 })?;
+            match conn.pragma_update(None, "mmap_size", if map { MMAP_BYTES } else { 0 }) {
+                Ok(()) => mapped = map,
+                Err(e) => tracing::debug!(error = %e, "cannot change a reader's memory map"),
+            }
         }
-        Ok(Reader { store: self, conn: Some(conn), mapped: map })
+        Ok(Reader { store: self, conn: Some(conn), mapped })
     }
 
     fn migrate(&self) -> Result<()> {
