@@ -138,9 +138,10 @@ fn ingest(n: usize) -> Result<()> {
 fn main() -> Result<()> {
     spine_embed::configure_threads();
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let numbers = |from: usize| -> Result<Vec<usize>> {
-        args[from..].iter().map(|s| s.parse::<usize>().context("a record count")).collect()
+    let counts = |args: &[String]| -> Result<Vec<usize>> {
+        args.iter().map(|s| s.parse::<usize>().context("a record count")).collect()
     };
+    let numbers = |from: usize| counts(&args[from..]);
     match args.first().map(String::as_str) {
         Some(cmd @ ("search" | "cross" | "owners")) => {
             let layout = match cmd {
@@ -148,19 +149,15 @@ fn main() -> Result<()> {
                 "owners" => scale::Layout::CrossOwners,
                 _ => scale::Layout::OneScope,
             };
-            let embedder = Arc::new(Memo::new(model()?));
             let (writes, sizes) = match args.iter().position(|a| a == "--writes") {
                 Some(at) => {
-                    let rate = args.get(at + 1).context("--writes takes records a second")?;
-                    let rate = rate.parse().context("--writes takes records a second")?;
-                    (rate, [&args[1..at], &args[at + 2..]].concat())
+                    let rate = args.get(at + 1).and_then(|r| r.parse().ok());
+                    let rate = rate.context("--writes takes records a second")?;
+                    (rate, counts(&[&args[1..at], &args[at + 2..]].concat())?)
                 }
-                None => (0, args[1..].to_vec()),
+                None => (0, numbers(1)?),
             };
-            let sizes = sizes
-                .iter()
-                .map(|s| s.parse().context("a record count"))
-                .collect::<Result<Vec<usize>>>()?;
+            let embedder = Arc::new(Memo::new(model()?));
             scale::run(embedder, &corpus::real_texts(2000)?, layout, &sizes, writes)
         }
         Some("stages") => {
