@@ -178,5 +178,9 @@ fn writes_reach_only_the_writers_own_records_and_every_record_for_the_operator()
         assert_eq!(store.set_archived(&op, &[bobs.id], at).unwrap(), [true]);
         assert!(store.delete(&op, &bobs.id).unwrap());
         assert_eq!(store.delete_scope(&op, &scope).unwrap(), 1, "the legacy record");
+        // Not even the operator's rewrite creates a record that is not there.
+        let never = record(&alice_caller, &ShortId::mint(), "never stored");
+        assert!(!store.replace(&op, &never, None).unwrap());
+        assert!(store.get_many(&[never.id]).unwrap().is_empty());
     });
 }

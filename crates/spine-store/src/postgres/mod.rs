@@ -10,6 +10,10 @@
 //!   (`(vec::vector(D)) vector_cosine_ops WHERE dims = D`), created when the first vector of
 //!   that size arrives; `hnsw.iterative_scan` is set per transaction (`SET LOCAL`), never on a
 //!   pooled connection, so filters stay exact without leaking settings between callers.
+//! - **Few round trips.** A statement whose plan depends on its values goes unprepared
+//!   with its parameters' types (`query_typed`: parsed, bound and run in one round trip,
+//!   planned for those values); one that finds its row by a key is prepared once per
+//!   connection. A search is two statements (three with the neighbour step), an edit one.
 //! - **Nothing a node keeps matters to another.** Every read goes to the database; the only
 //!   per-node state is the connection pool and which HNSW indexes it has already ensured.
 //! - **Synchronous callers.** The store trait is synchronous (the service runs on blocking
@@ -206,10 +210,25 @@ impl PgStore {
     }
 
     /// How many records `w` matches.
-    pub(crate) fn count_where(&self, w: &query::Where) -> Result<u64> {
+    fn count_where(&self, w: &query::Where) -> Result<u64> {
         let sql = format!("SELECT count(*) FROM memories m WHERE {}", w.sql);
-        let n = crate::fields::Fields::int(&self.query_one(&sql, &w.refs())?, 0)?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        let rows = self.query_where(&sql, w)?;
+        let row =
+            rows.first().ok_or_else(|| StoreError::Corrupt("a count without a row".into()))?;
+        Ok(u64::try_from(crate::fields::Fields::int(row, 0)?).unwrap_or(0))
+    }
+
+    /// One statement over `w`'s parameters, outside any transaction: its rows, in one round
+    /// trip. The statement goes unprepared, its parameters' types given ([`query::PgType`]),
+    /// so the server parses, plans and runs it for these values at once; a statement given
+    /// as text to [`PgStore::query`] is prepared first, a round trip of its own.
+    fn query_where(&self, sql: &str, w: &query::Where) -> Result<Vec<Row>> {
+        self.block(async { Ok(self.pool.get().await?.query_typed(sql, &w.typed()).await?) })
+    }
+
+    /// [`PgStore::query_where`] of a statement that writes: how many rows it changed.
+    fn execute_where(&self, sql: &str, w: &query::Where) -> Result<u64> {
+        self.block(async { Ok(self.pool.get().await?.execute_typed(sql, &w.typed()).await?) })
     }
 
     /// [`PgStore::query`] of a statement that returns one row.

@@ -1,9 +1,10 @@
-//! [`crate::Store::nearest`] on PostgreSQL: two nearest scans in one snapshot — the `any`
-//! nearest of every state and the `active` nearest the gate lets through — re-scored exactly
-//! and merged as the SQLite backend merges them (`crate::nearest`), so both give the same
-//! answer. When the filters leave few rows (one owner's scope, a rare tag), an exact scan of
-//! those rows beats the HNSW index, whose filtered walk may give up before it found enough
-//! of them; else the index with pgvector's iterative scan keeps the filters exact.
+//! [`crate::Store::nearest`] on PostgreSQL: two nearest scans in one statement, so one
+//! snapshot — the `any` nearest of every state and the `active` nearest the gate lets
+//! through — re-scored exactly and merged as the SQLite backend merges them
+//! (`crate::nearest`), so both give the same answer. When the filters leave few rows (one
+//! owner's scope, a rare tag), an exact scan of those rows beats the HNSW index, whose
+//! filtered walk may give up before it found enough of them; else the index with
+//! pgvector's iterative scan keeps the filters exact.
 
 use std::collections::HashMap;
 
@@ -34,8 +35,8 @@ impl PgStore {
             return Ok(vec![]);
         }
         self.ensure_vector_index(dims)?;
-        let base = |gated: bool| {
-            let mut w = Where::default();
+        // The read predicate, the gate when `gated`, and the model, on `w`'s parameters.
+        let conditions = |w: &mut Where, gated: bool| {
             w.access(q.access);
             w.filter(q.filter);
             if gated {
@@ -47,55 +48,69 @@ impl PgStore {
                 let p = w.bind(ex.to_string());
                 w.push(&format!("m.id <> {p}"));
             }
-            w
         };
-        let scan = |gated: bool, limit: usize, exact: bool| {
-            let mut w = base(gated);
-            let v = w.bind(Vector::from(q.vector.to_vec()));
-            let l = w.bind(limit as i64);
+        // Both scans as one statement, so that they read one snapshot.
+        let scans = |exact: bool| {
+            let mut w = Where::default();
+            let v = w.bind(q.vector.to_vec());
             // `+ 0` orders by the same distance without matching the index's operator.
             let order = match exact {
-                true => format!("(m.vec::vector({dims}) <=> {v}::vector({dims})) + 0"),
-                false => format!("m.vec::vector({dims}) <=> {v}::vector({dims})"),
+                true => format!("(m.vec::vector({dims}) <=> {v}::real[]::vector({dims})) + 0"),
+                false => format!("m.vec::vector({dims}) <=> {v}::real[]::vector({dims})"),
             };
-            let sql = format!(
-                "SELECT m.id, m.archived_at IS NOT NULL, m.superseded_by IS NOT NULL,
-                    m.not_before, m.not_after, m.vec, m.body::text
-                 FROM memories m WHERE {} ORDER BY {order} LIMIT {l}",
-                w.sql
-            );
-            (sql, w)
+            let mut branches = Vec::new();
+            for (gated, limit) in [(false, q.any), (true, q.active)] {
+                if limit == 0 {
+                    continue;
+                }
+                // Each branch its own conditions, their parameters numbered after those
+                // bound before (the vector, the first branch's).
+                w.sql = Where::default().sql;
+                conditions(&mut w, gated);
+                let l = w.bind(limit as i64);
+                branches.push(format!(
+                    "(SELECT m.id, m.archived_at IS NOT NULL, m.superseded_by IS NOT NULL,
+                        m.not_before, m.not_after, m.vec, m.body::text
+                     FROM memories m WHERE {} ORDER BY {order} LIMIT {l})",
+                    w.sql
+                ));
+            }
+            (branches.join(" UNION ALL "), w)
         };
-        let probe = base(false);
+        let mut probe = Where::default();
+        conditions(&mut probe, false);
         let probe_sql = format!(
             "SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {} LIMIT {}) few",
             probe.sql,
             EXACT_SCAN_ROWS + 1
         );
         let ef = q.any.max(q.active).clamp(40, 1000);
+        // Every statement goes unprepared with its parameters' types: parsed, planned for
+        // these values and run in one round trip. Two round trips when few rows pass the
+        // filters (the probe, then the exact scans); through the index four, since its
+        // settings need a transaction (`SET LOCAL`): its start, the probe, the settings
+        // and the scans sent together (the client pipelines requests polled at once), the
+        // commit.
         let rows = self.block(async {
             let mut client = self.pool.get().await?;
-            let tx = super::snapshot(&mut client).await?;
-            let candidates: i64 = tx.query_one(probe_sql.as_str(), &probe.refs()).await?.get(0);
+            let probed = client.query_typed(probe_sql.as_str(), &probe.typed()).await?;
+            let candidates: i64 = match probed.first() {
+                Some(r) => r.get(0),
+                None => return Err(StoreError::Corrupt("a count without a row".into())),
+            };
             let exact = candidates <= EXACT_SCAN_ROWS;
-            if !exact {
-                tx.batch_execute(&format!(
-                    "SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {ef};
-                     SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"
-                ))
-                .await?;
+            let (sql, w) = scans(exact);
+            let params = w.typed();
+            if exact {
+                return Ok(client.query_typed(sql.as_str(), &params).await?);
             }
-            let mut scans = Vec::new();
-            if q.any > 0 {
-                scans.push(scan(false, q.any, exact));
-            }
-            if q.active > 0 {
-                scans.push(scan(true, q.active, exact));
-            }
-            let mut rows = Vec::new();
-            for (sql, w) in &scans {
-                rows.extend(tx.query(sql.as_str(), &w.refs()).await?);
-            }
+            let tx = super::snapshot(&mut client).await?;
+            let settings = format!(
+                "SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {ef};
+                 SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"
+            );
+            let settings = tx.batch_execute(&settings);
+            let ((), rows) = tokio::try_join!(settings, tx.query_typed(sql.as_str(), &params))?;
             tx.commit().await?;
             Ok::<_, StoreError>(rows)
         })?;

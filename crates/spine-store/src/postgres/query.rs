@@ -16,19 +16,65 @@ use crate::{Result, Shared, StoreError};
 /// One bound parameter.
 pub(super) type Param = Box<dyn ToSql + Sync + Send>;
 
+/// A parameter of a [`Where`], with the PostgreSQL type it is sent as.
+pub(super) struct Typed {
+    value: Param,
+    ty: Type,
+}
+
+/// A value a [`Where`] binds, and the PostgreSQL type it is bound as. Giving the types lets
+/// a statement be parsed, bound and run in one round trip ([`PgStore::query_where`]) where
+/// a statement whose types the server infers is first prepared, a round trip of its own.
+///
+/// [`PgStore::query_where`]: super::PgStore::query_where
+pub(super) trait PgType: ToSql + Sync + Send + 'static {
+    const TYPE: Type;
+}
+
+impl PgType for String {
+    const TYPE: Type = Type::TEXT;
+}
+
+impl PgType for i64 {
+    const TYPE: Type = Type::INT8;
+}
+
+impl PgType for Vec<String> {
+    const TYPE: Type = Type::TEXT_ARRAY;
+}
+
+impl PgType for Vec<i64> {
+    const TYPE: Type = Type::INT8_ARRAY;
+}
+
+/// A vector, sent as `real[]`: the SQL casts it (`$n::real[]::vector(384)`), which needs no
+/// lookup of the extension's type.
+impl PgType for Vec<f32> {
+    const TYPE: Type = Type::FLOAT4_ARRAY;
+}
+
 /// A WHERE clause under construction with its parameters (`$1`, `$2`, … in push order).
-pub(super) type Where = Clause<Param>;
+pub(super) type Where = Clause<Typed>;
 
 impl Where {
     /// Binds `v` and returns its placeholder.
-    pub(super) fn bind(&mut self, v: impl ToSql + Sync + Send + 'static) -> String {
-        self.params.push(Box::new(v));
+    pub(super) fn bind<T: PgType>(&mut self, v: T) -> String {
+        self.params.push(Typed { value: Box::new(v), ty: T::TYPE });
         format!("${}", self.params.len())
     }
 
-    /// The parameters as the client takes them.
+    /// The parameters as the client takes them for a prepared statement.
     pub(super) fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
-        self.params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
+        self.params.iter().map(|p| p.value.as_ref() as &(dyn ToSql + Sync)).collect()
+    }
+
+    /// The parameters with their types, as the client takes them for a statement it sends
+    /// unprepared (`query_typed`).
+    pub(super) fn typed(&self) -> Vec<(&(dyn ToSql + Sync), Type)> {
+        self.params
+            .iter()
+            .map(|p| (p.value.as_ref() as &(dyn ToSql + Sync), p.ty.clone()))
+            .collect()
     }
 }
 

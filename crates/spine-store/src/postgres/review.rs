@@ -81,7 +81,7 @@ fn scope_param(scope: Option<&Scope>) -> Option<String> {
 impl ReviewStore for PgStore {
     fn state_counts(&self, scope: Option<&Scope>, now: Timestamp) -> Result<Vec<StateCounts>> {
         let (w, sql) = Where::state_counts(scope.map(Scope::as_str), now);
-        let rows = self.query(&sql, &w.refs())?;
+        let rows = self.query_where(&sql, &w)?;
         rows.iter().map(StateCounts::read).collect()
     }
 

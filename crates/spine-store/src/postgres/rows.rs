@@ -7,7 +7,8 @@ use spine_core::{Memory, RecordId, SCHEMA_VERSION};
 
 use super::query::Param;
 use crate::codec::{encode, secs};
-use crate::{Embedding, Result};
+use crate::predicate::writable_at;
+use crate::{Access, Embedding, Result};
 
 /// `expr` (a jsonb value; the stored payload is `json`, read it as `body::jsonb`) with
 /// `schema_version` raised to this binary's, never lowered (SPEC Versioning 2 and 4).
@@ -18,6 +19,10 @@ pub(super) fn stamp(expr: &str) -> String {
 }
 
 const COLUMNS: &str = "id, short_id, owner, visibility, scope, category, kind, created_at,
+    not_before, not_after, archived_at, superseded_by, tags, body";
+
+/// [`COLUMNS`] but the id, with the vector's columns after them.
+const REWRITTEN: &str = "short_id, owner, visibility, scope, category, kind, created_at,
     not_before, not_after, archived_at, superseded_by, tags, body";
 
 /// Inserts or rewrites a record's row from its payload; with `vector`, its vector too.
@@ -38,6 +43,22 @@ fn upsert_sql(vector: bool) -> String {
         set.push_str(", model = excluded.model, dims = excluded.dims, vec = excluded.vec");
     }
     format!("INSERT INTO memories ({cols}) VALUES ({values}) ON CONFLICT (id) DO UPDATE SET {set}")
+}
+
+/// Rewrites the row of the record `$1` where `access` may change it, from the parameters
+/// of [`upsert_sql`] and the writer's owner after them; never creates one.
+fn rewrite_sql(vector: bool, access: &Access) -> String {
+    let mut cols = REWRITTEN.to_owned();
+    let mut values = (2..=13).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
+    values.push_str(", $14::text::json");
+    let mut owner = 15;
+    if vector {
+        cols.push_str(", model, dims, vec");
+        values.push_str(", $15, $16, $17");
+        owner = 18;
+    }
+    let owned = writable_at(access, &format!("${owner}::text"));
+    format!("UPDATE memories m SET ({cols}) = ({values}) WHERE m.id = $1 AND {owned}")
 }
 
 /// The parameters of [`upsert_sql`] for `m`, whose payload is `body`.
@@ -96,6 +117,21 @@ pub(super) async fn write_body<C: GenericClient>(
     let stmt = client.prepare_cached(&upsert_sql(embedding.is_some())).await?;
     client.execute(&stmt, &refs(&p)).await?;
     Ok(())
+}
+
+/// Rewrites the row of the record `m` (with its vector when given) where `access` may
+/// change it, in one statement: whether it did (a record not found and one `access` may not
+/// change are alike). By its id, so prepared once per connection.
+pub(super) async fn rewrite<C: GenericClient>(
+    client: &C,
+    access: &Access,
+    m: &Memory,
+    embedding: Option<Embedding<'_>>,
+) -> Result<bool> {
+    let mut p = row_params(m, encode(m)?, embedding);
+    p.push(Box::new(access.owner.clone()));
+    let stmt = client.prepare_cached(&rewrite_sql(embedding.is_some(), access)).await?;
+    Ok(client.execute(&stmt, &refs(&p)).await? > 0)
 }
 
 /// Stamps `successor` as `target`'s successor, in its column and its payload (a

@@ -7,7 +7,7 @@ use spine_core::{EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, Timestam
 
 use super::PgStore;
 use super::query::Where;
-use super::rows::{stamp, stamp_successor, write};
+use super::rows::{rewrite, stamp, stamp_successor, write};
 use crate::Body;
 use crate::codec::{decode, parse_id};
 use crate::fields::Fields;
@@ -32,7 +32,7 @@ fn bodies(
         "SELECT m.body::text FROM memories m WHERE {} ORDER BY {order} LIMIT {l} OFFSET {o}",
         w.sql
     );
-    store.query(&sql, &w.refs())?.iter().map(|r| decode(&r.text(0)?)).collect()
+    store.query_where(&sql, &w)?.iter().map(|r| decode(&r.text(0)?)).collect()
 }
 
 /// Payloads of the rows with the id or short id `key` that `access` may read, at most
@@ -103,23 +103,9 @@ impl Store for PgStore {
         if let Some(e) = embedding {
             self.ensure_vector_index(e.vector.len())?;
         }
-        let mut w = Where::default();
-        let p = w.bind(m.id.to_string());
-        w.push(&format!("m.id = {p}"));
-        w.owned(access);
-        self.block(async {
-            let mut client = self.pool.get().await?;
-            let tx = client.transaction().await?;
-            // By its id: prepared once, like `PgStore::query_by_key`'s statements.
-            let sql = format!("SELECT 1 FROM memories m WHERE {} FOR UPDATE", w.sql);
-            let owned = tx.prepare_cached(&sql).await?;
-            if tx.query_opt(&owned, &w.refs()).await?.is_none() {
-                return Ok(false);
-            }
-            write(&tx, m, embedding).await?;
-            tx.commit().await?;
-            Ok(true)
-        })
+        // One statement, its ownership check in its WHERE: the row it finds is locked and
+        // re-checked as it is written, as a transaction locking it first would.
+        self.block(async { rewrite(&self.pool.get().await?, access, m, embedding).await })
     }
 
     fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()> {
@@ -138,7 +124,7 @@ impl Store for PgStore {
         let p = w.bind(id.to_string());
         w.push(&format!("m.id = {p}"));
         w.owned(access);
-        Ok(self.execute(&format!("DELETE FROM memories m WHERE {}", w.sql), &w.refs())? > 0)
+        Ok(self.execute_where(&format!("DELETE FROM memories m WHERE {}", w.sql), &w)? > 0)
     }
 
     fn delete_scope(&self, access: &Access, scope: &Scope) -> Result<u64> {
@@ -146,7 +132,7 @@ impl Store for PgStore {
         let p = w.bind(scope.as_str().to_owned());
         w.push(&format!("m.scope = {p}"));
         w.owned(access);
-        self.execute(&format!("DELETE FROM memories m WHERE {}", w.sql), &w.refs())
+        self.execute_where(&format!("DELETE FROM memories m WHERE {}", w.sql), &w)
     }
 
     fn nearest(&self, q: &NearestQuery<'_>) -> Result<Vec<Neighbour>> {
@@ -218,7 +204,7 @@ impl Store for PgStore {
                  ORDER BY s.scope LIMIT {l}"
             )
         };
-        self.query(&sql, &w.refs())?.iter().map(|r| r.text(0)).collect()
+        self.query_where(&sql, &w)?.iter().map(|r| r.text(0)).collect()
     }
 
     fn tag_counts(&self, sel: Selection<'_>, limit: usize) -> Result<Vec<TagCount>> {
@@ -229,7 +215,7 @@ impl Store for PgStore {
              WHERE {} GROUP BY t.tag ORDER BY n DESC, t.tag ASC LIMIT {l}",
             w.sql
         );
-        let rows = self.query(&sql, &w.refs())?;
+        let rows = self.query_where(&sql, &w)?;
         rows.iter().map(|r| Ok(TagCount { tag: r.text(0)?, count: r.int(1)? as u64 })).collect()
     }
 
@@ -258,7 +244,7 @@ impl Store for PgStore {
                 w.sql
             );
             let found: HashMap<String, (String, bool)> = tx
-                .query(&sql, &w.refs())
+                .query_typed(&sql, &w.typed())
                 .await?
                 .iter()
                 .map(|r| Ok((r.text(0)?, (r.text(1)?, r.flag(2)?))))
@@ -320,7 +306,8 @@ impl Store for PgStore {
         self.block(async {
             let mut client = self.pool.get().await?;
             let tx = client.transaction().await?;
-            let stmt = tx.prepare(&sql).await?;
+            // By its id: prepared once, like `PgStore::query_by_key`'s statements.
+            let stmt = tx.prepare_cached(&sql).await?;
             let mut out = Vec::with_capacity(ids.len());
             for id in ids {
                 let id = id.to_string();
@@ -385,7 +372,7 @@ impl Store for PgStore {
             )
         };
         let sql = format!("{} UNION ALL {}", side('<', "DESC"), side('>', "ASC"));
-        let rows = self.query(&sql, &w.refs())?;
+        let rows = self.query_where(&sql, &w)?;
         rows.iter()
             .map(|r| {
                 let id = parse_id(&r.text(1)?)?;

@@ -22,7 +22,7 @@ impl SummaryStore for PgStore {
         limit: usize,
     ) -> Result<Vec<SummaryCandidate>> {
         let (w, sql) = Where::missing_summaries_page(which, after, limit);
-        self.query(&sql, &w.refs())?.iter().map(SummaryCandidate::read).collect()
+        self.query_where(&sql, &w)?.iter().map(SummaryCandidate::read).collect()
     }
 
     fn set_auto_summary(

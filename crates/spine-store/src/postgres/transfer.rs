@@ -144,7 +144,7 @@ impl TransferStore for PgStore {
         limit: usize,
     ) -> Result<Vec<ExpiredRecord>> {
         let (w, sql) = Where::expired_page(cutoff, after, limit);
-        self.query(&sql, &w.refs())?.iter().map(ExpiredRecord::read).collect()
+        self.query_where(&sql, &w)?.iter().map(ExpiredRecord::read).collect()
     }
 
     fn count_expired(&self, cutoff: EpochSeconds) -> Result<u64> {
