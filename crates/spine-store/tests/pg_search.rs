@@ -6,7 +6,9 @@ use std::collections::HashSet;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use spine_core::{Caller, Scope, Timestamp, Visibility};
-use spine_store::{Access, Filter, NearestQuery, PgStore, ScopeFilter, Store, TransferStore};
+use spine_store::{
+    Access, Embedding, Filter, NearestQuery, PgStore, ScopeFilter, Store, TransferStore,
+};
 use spine_testkit::records::record;
 
 const DIMS: usize = 16;
@@ -85,4 +87,34 @@ fn filtered_nearest_matches_an_exact_scan_on_few_rows_and_on_many() {
         let recall = hits as f64 / total as f64;
         assert!(recall >= wanted_recall, "{:?}: recall {recall}", filter.scope);
     }
+}
+
+/// Vectors stay in their rows, where an exact scan reads them without a fetch from the
+/// TOAST table per row: with a payload of a few hundred bytes a 384-dimension vector takes
+/// the row past the 2 KiB at which PostgreSQL moves a value out, and pgvector's default
+/// storage moved the vector (one chunk of its 1,540 bytes); the payload goes instead.
+#[test]
+fn vectors_stay_in_their_rows_beside_long_payloads() {
+    let Some(db) = spine_testkit::postgres::fresh_database() else { return };
+    let store = PgStore::connect(&db.url).unwrap();
+    let mut rng = StdRng::seed_from_u64(5);
+    for i in 0..20 {
+        // Letters at random: a payload that does not compress.
+        let content: String = (0..600).map(|_| rng.random_range(b'a'..=b'z') as char).collect();
+        let m = record("acme:project:rows", &content, "alice", 1_800_000_000 + i);
+        let v: Vec<f32> = (0..384).map(|_| rng.random_range(-1.0..1.0)).collect();
+        store.insert(&m, Embedding { model: "m", vector: &v }).unwrap();
+    }
+    spine_testkit::postgres::execute(
+        &db.url,
+        "DO $$ DECLARE toast regclass; moved bigint; BEGIN
+            SELECT reltoastrelid::regclass INTO toast FROM pg_class WHERE relname = 'memories';
+            EXECUTE format('SELECT count(*) FROM %s WHERE length(chunk_data) = 1540', toast)
+                INTO moved;
+            IF moved > 0 THEN RAISE EXCEPTION '% vectors out of their rows', moved; END IF;
+            IF NOT EXISTS (SELECT 1 FROM memories WHERE pg_column_size(vec) = 1544) THEN
+                RAISE EXCEPTION 'no 384-dimension vector stored';
+            END IF;
+        END $$",
+    );
 }

@@ -40,15 +40,15 @@ pub fn fresh_database_on(admin: &str) -> FreshDatabase {
     let admin = admin.to_owned();
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_nanos();
     let name = format!("spine_test_{}_{:x}", std::process::id(), nanos);
-    run(&admin, &format!("CREATE DATABASE {name}"));
+    execute(&admin, &format!("CREATE DATABASE {name}"));
     let url = with_database(&admin, &name);
-    run(&url, "CREATE EXTENSION IF NOT EXISTS vector");
+    execute(&url, "CREATE EXTENSION IF NOT EXISTS vector");
     FreshDatabase { admin, name, url }
 }
 
 impl Drop for FreshDatabase {
     fn drop(&mut self) {
-        run(&self.admin, &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+        execute(&self.admin, &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
     }
 }
 
@@ -64,9 +64,9 @@ fn with_database(url: &str, name: &str) -> String {
     }
 }
 
-/// Runs one statement on a connection of its own (on a runtime of its own: callers may be
-/// inside or outside one).
-fn run(url: &str, sql: &str) {
+/// Runs `sql` (one or more statements) on a connection of its own, on a runtime of its own
+/// (callers may be inside or outside one); panics if it fails.
+pub fn execute(url: &str, sql: &str) {
     let (url, sql) = (url.to_owned(), sql.to_owned());
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();

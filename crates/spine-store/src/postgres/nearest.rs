@@ -68,10 +68,14 @@ impl PgStore {
                 w.sql = Where::default().sql;
                 conditions(&mut w, gated);
                 let l = w.bind(limit as i64);
+                // The payload is read as text only for the rows kept: cast in the scan,
+                // every row it passes would be read from the TOAST table.
                 branches.push(format!(
-                    "(SELECT m.id, m.archived_at IS NOT NULL, m.superseded_by IS NOT NULL,
-                        m.not_before, m.not_after, m.vec, m.body::text
-                     FROM memories m WHERE {} ORDER BY {order} LIMIT {l})",
+                    "(SELECT id, archived, superseded, not_before, not_after, vec, body::text
+                      FROM (SELECT m.id, m.archived_at IS NOT NULL AS archived,
+                                   m.superseded_by IS NOT NULL AS superseded,
+                                   m.not_before, m.not_after, m.vec, m.body
+                            FROM memories m WHERE {} ORDER BY {order} LIMIT {l}) kept)",
                     w.sql
                 ));
             }

@@ -58,4 +58,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 3: shared records by scope, so listing the scopes a caller reads answers "does this
     // scope hold a shared record" with one index lookup.
     "CREATE INDEX memories_shared_scope ON memories (scope) WHERE visibility = 'shared';",
+    // 4: vectors kept in the row. pgvector stores them out of line by default (`external`),
+    // and a 384-dimension vector (1.5 KiB) beside a payload takes a row past the 2 KiB at
+    // which PostgreSQL moves a value out: an exact scan then fetched each vector from the
+    // TOAST table, ~4 µs a row. `main` keeps it in the row (floats do not compress) and
+    // moves the payload out instead, which a scan reads only for the rows it returns. A
+    // catalog change: rows written before keep their layout until they are rewritten.
+    "ALTER TABLE memories ALTER COLUMN vec SET STORAGE MAIN;",
 ];
