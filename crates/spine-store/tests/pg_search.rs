@@ -118,3 +118,41 @@ fn vectors_stay_in_their_rows_beside_long_payloads() {
         END $$",
     );
 }
+
+/// A search whose answer holds hundreds of vectors, on connections that never met the
+/// vector type: tokio-postgres looks an unknown result type up in the middle of an
+/// unprepared statement's response, and without the type known beforehand the lookup's
+/// answer waited behind the rows for ever (the call failed after its 30 s limit).
+#[test]
+fn a_first_search_returning_hundreds_of_vectors_does_not_wait_on_itself() {
+    let Some(db) = spine_testkit::postgres::fresh_database() else { return };
+    let mut rng = StdRng::seed_from_u64(7);
+    let records: Vec<_> = (0..400)
+        .map(|i| {
+            let m = record("acme:project:wide", &format!("wide {i}"), "alice", 1_800_000_000 + i);
+            let v: Vec<f32> = (0..384).map(|_| rng.random_range(-1.0..1.0)).collect();
+            (m, v)
+        })
+        .collect();
+    {
+        let store = PgStore::connect(&db.url).unwrap();
+        crate::import_records(&store, &records, 1000);
+    }
+    // A new pool: every connection new.
+    let store = PgStore::connect(&db.url).unwrap();
+    let alice = Caller::authenticated("alice", "alice");
+    let got = store
+        .nearest(&NearestQuery {
+            access: &Access::read(&alice),
+            filter: &Filter::new(ScopeFilter::All),
+            model: "m",
+            vector: &records[0].1,
+            now: Timestamp::from_micros(1_900_000_000_000_000),
+            any: 400,
+            active: 400,
+            exclude: None,
+        })
+        .unwrap();
+    assert_eq!(got.len(), 400);
+    assert_eq!(got[0].id, records[0].0.id);
+}

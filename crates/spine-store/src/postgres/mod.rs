@@ -223,7 +223,11 @@ impl PgStore {
     /// so the server parses, plans and runs it for these values at once; a statement given
     /// as text to [`PgStore::query`] is prepared first, a round trip of its own.
     fn query_where(&self, sql: &str, w: &query::Where) -> Result<Vec<Row>> {
-        self.block(async { Ok(self.pool.get().await?.query_typed(sql, &w.typed()).await?) })
+        self.block(async {
+            let client = self.pool.get().await?;
+            know_vectors(&client).await?;
+            Ok(client.query_typed(sql, &w.typed()).await?)
+        })
     }
 
     /// [`PgStore::query_where`] of a statement that writes: how many rows it changed.
@@ -361,6 +365,18 @@ impl PgStore {
         self.vector_indexes.lock().unwrap_or_else(|p| p.into_inner()).insert(dims);
         Ok(())
     }
+}
+
+/// Makes `client` know pgvector's `vector` type before it runs an unprepared statement
+/// (`query_typed`) whose rows may hold vectors: prepared once per connection, which looks
+/// the type up before any row arrives. tokio-postgres looks up a result column's unknown
+/// type in the middle of an unprepared statement's response, on the same connection, where
+/// the lookup's answer waits behind the statement's rows; rows enough to fill the
+/// connection's buffer (a search's hundred candidates) then wait for it forever
+/// (rust-postgres pull requests 1348 and 1349, unmerged).
+async fn know_vectors(client: &deadpool_postgres::Client) -> Result<()> {
+    client.prepare_cached("SELECT NULL::vector").await?;
+    Ok(())
 }
 
 /// A read-only transaction that sees one snapshot throughout (REPEATABLE READ): reads that

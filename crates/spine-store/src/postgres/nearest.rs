@@ -97,6 +97,7 @@ impl PgStore {
         // commit.
         let rows = self.block(async {
             let mut client = self.pool.get().await?;
+            super::know_vectors(&client).await?;
             let probed = client.query_typed(probe_sql.as_str(), &probe.typed()).await?;
             let candidates: i64 = match probed.first() {
                 Some(r) => r.get(0),
