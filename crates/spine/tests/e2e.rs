@@ -388,9 +388,11 @@ async fn calls_on_a_kept_alive_connection_wait_for_no_delayed_ack() {
         assert!(!body.contains("\"isError\":true"), "{body}");
     }
     ms.sort_by(f64::total_cmp);
-    // With Nagle on, every one of these calls waits >= 40 ms; without, they take a few ms
-    // (a debug build, on a loaded 2-core machine, stays well under 25).
-    assert!(ms[ms.len() / 2] < 25.0, "calls on a kept-alive connection took {ms:?} ms");
+    // With Nagle on, every one of these calls waits for the delayed ACK: the fastest took
+    // 43 ms (checked). Without, they take a few ms; the fastest is compared, since on a
+    // loaded 2-core machine (the suite's other tests beside it, on PostgreSQL) the median
+    // of a debug build reached 54 ms and the fastest 27.
+    assert!(ms[0] < 38.0, "calls on a kept-alive connection took {ms:?} ms");
 }
 
 fn tools_list() -> serde_json::Value {
