@@ -1,6 +1,6 @@
 //! [`Store`] on PostgreSQL.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use pgvector::Vector;
 use spine_core::{EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, Timestamp};
@@ -290,38 +290,31 @@ impl Store for PgStore {
         at: Option<EpochSeconds>,
     ) -> Result<Vec<bool>> {
         let owner = writable_at(access, "$2::text");
+        // Every record in one statement (atomic, as a transaction of one statement per
+        // record was, in one round trip): the ones it changed come back. Its rows are
+        // locked in the index's order, so two calls naming the same records in different
+        // orders cannot deadlock.
         let sql = match at {
             Some(_) => format!(
                 "UPDATE memories m SET archived_at = $3, body = {}
-                 WHERE m.id = $1 AND {owner} AND m.archived_at IS NULL",
+                 WHERE m.id = ANY($1) AND {owner} AND m.archived_at IS NULL RETURNING m.id",
                 stamp("jsonb_set(m.body::jsonb, '{archived_at}', to_jsonb($4::text))")
             ),
             None => format!(
                 "UPDATE memories m SET archived_at = NULL, body = {}
-                 WHERE m.id = $1 AND {owner} AND m.archived_at IS NOT NULL",
+                 WHERE m.id = ANY($1) AND {owner} AND m.archived_at IS NOT NULL RETURNING m.id",
                 stamp("(m.body::jsonb - 'archived_at')")
             ),
         };
+        let keys: Vec<String> = ids.iter().map(RecordId::to_string).collect();
         let stamp_at = at.map(|t| (t.as_secs(), t.to_rfc3339()));
-        self.block(async {
-            let mut client = self.pool.get().await?;
-            let tx = client.transaction().await?;
-            // By its id: prepared once, like `PgStore::query_by_key`'s statements.
-            let stmt = tx.prepare_cached(&sql).await?;
-            let mut out = Vec::with_capacity(ids.len());
-            for id in ids {
-                let id = id.to_string();
-                let n = match &stamp_at {
-                    Some((secs, rfc)) => {
-                        tx.execute(&stmt, &[&id, &access.owner, secs, rfc]).await?
-                    }
-                    None => tx.execute(&stmt, &[&id, &access.owner]).await?,
-                };
-                out.push(n > 0);
-            }
-            tx.commit().await?;
-            Ok(out)
-        })
+        let rows = match &stamp_at {
+            Some((secs, rfc)) => self.query_by_key(&sql, &[&keys, &access.owner, secs, rfc])?,
+            None => self.query_by_key(&sql, &[&keys, &access.owner])?,
+        };
+        let mut changed: HashSet<String> = rows.iter().map(|r| r.text(0)).collect::<Result<_>>()?;
+        // A record named twice changed at its first mention; the later ones find it done.
+        Ok(keys.iter().map(|k| changed.remove(k)).collect())
     }
 
     fn sharing(
