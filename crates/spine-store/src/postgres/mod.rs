@@ -13,7 +13,8 @@
 //! - **Few round trips.** A statement whose plan depends on its values goes unprepared
 //!   with its parameters' types (`query_typed`: parsed, bound and run in one round trip,
 //!   planned for those values); one that finds its row by a key is prepared once per
-//!   connection. A search is two statements (three with the neighbour step), an edit one.
+//!   connection. A search is one statement (two with the neighbour step; through the HNSW
+//!   index a transaction of its own follows), an edit one.
 //! - **Nothing a node keeps matters to another.** Every read goes to the database; the only
 //!   per-node state is the connection pool and which HNSW indexes it has already ensured.
 //! - **Synchronous callers.** The store trait is synchronous (the service runs on blocking

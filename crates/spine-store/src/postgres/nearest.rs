@@ -49,9 +49,24 @@ impl PgStore {
                 w.push(&format!("m.id <> {p}"));
             }
         };
-        // Both scans as one statement, so that they read one snapshot.
-        let scans = |exact: bool| {
+        // Both scans as one statement, so that they read one snapshot. `exact`: ordered by
+        // an exact scan of the rows that pass the filters, each branch run only when the
+        // probe (a CTE counting them, up to one past the limit) finds at most
+        // EXACT_SCAN_ROWS, and a last row, its id NULL, saying whether they ran. Else
+        // ordered through the HNSW index.
+        let statement = |exact: bool| {
             let mut w = Where::default();
+            let mut with = String::new();
+            if exact {
+                conditions(&mut w, false);
+                with = format!(
+                    "WITH few AS MATERIALIZED (
+                        SELECT count(*) <= {EXACT_SCAN_ROWS} AS ok
+                        FROM (SELECT 1 FROM memories m WHERE {} LIMIT {}) counted) ",
+                    w.sql,
+                    EXACT_SCAN_ROWS + 1
+                );
+            }
             let v = w.bind(q.vector.to_vec());
             // `+ 0` orders by the same distance without matching the index's operator.
             let order = match exact {
@@ -64,14 +79,19 @@ impl PgStore {
                     continue;
                 }
                 // Each branch its own conditions, their parameters numbered after those
-                // bound before (the vector, the first branch's).
+                // bound before (the probe's, the vector, the first branch's).
                 w.sql = Where::default().sql;
                 conditions(&mut w, gated);
+                if exact {
+                    // A condition on the probe alone: when it fails, the scan never runs.
+                    w.push("(SELECT ok FROM few)");
+                }
                 let l = w.bind(limit as i64);
                 // The payload is read as text only for the rows kept: cast in the scan,
                 // every row it passes would be read from the TOAST table.
                 branches.push(format!(
-                    "(SELECT id, archived, superseded, not_before, not_after, vec, body::text
+                    "(SELECT id, archived, superseded, not_before, not_after, vec, body::text,
+                             NULL::bool AS ran
                       FROM (SELECT m.id, m.archived_at IS NOT NULL AS archived,
                                    m.superseded_by IS NOT NULL AS superseded,
                                    m.not_before, m.not_after, m.vec, m.body
@@ -79,36 +99,40 @@ impl PgStore {
                     w.sql
                 ));
             }
-            (branches.join(" UNION ALL "), w)
+            if exact {
+                branches
+                    .push("SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, ok FROM few".into());
+            }
+            (format!("{with}{}", branches.join(" UNION ALL ")), w)
         };
-        let mut probe = Where::default();
-        conditions(&mut probe, false);
-        let probe_sql = format!(
-            "SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {} LIMIT {}) few",
-            probe.sql,
-            EXACT_SCAN_ROWS + 1
-        );
         let ef = q.any.max(q.active).clamp(40, 1000);
         // Every statement goes unprepared with its parameters' types: parsed, planned for
-        // these values and run in one round trip. Two round trips when few rows pass the
-        // filters (the probe, then the exact scans); through the index four, since its
-        // settings need a transaction (`SET LOCAL`): its start, the probe, the settings
-        // and the scans sent together (the client pipelines requests polled at once), the
-        // commit.
+        // these values and run in one round trip. One round trip when few rows pass the
+        // filters; else that one (the probe alone runs) and three through the index, since
+        // its settings need a transaction (`SET LOCAL`): its start, the settings and the
+        // scans sent together (the client pipelines requests polled at once), the commit.
         let rows = self.block(async {
             let mut client = self.pool.get().await?;
             super::know_vectors(&client).await?;
-            let probed = client.query_typed(probe_sql.as_str(), &probe.typed()).await?;
-            let candidates: i64 = match probed.first() {
-                Some(r) => r.get(0),
-                None => return Err(StoreError::Corrupt("a count without a row".into())),
-            };
-            let exact = candidates <= EXACT_SCAN_ROWS;
-            let (sql, w) = scans(exact);
-            let params = w.typed();
-            if exact {
-                return Ok(client.query_typed(sql.as_str(), &params).await?);
+            let (sql, w) = statement(true);
+            let mut rows = client.query_typed(sql.as_str(), &w.typed()).await?;
+            // The probe's row is the one whose last column is not NULL (wherever the
+            // server put it among the others).
+            let mut ran = None;
+            rows.retain(|r| match r.try_get::<_, Option<bool>>(7) {
+                Ok(Some(ok)) => {
+                    ran = Some(ok);
+                    false
+                }
+                _ => true,
+            });
+            match ran {
+                Some(true) => return Ok(rows),
+                Some(false) => {}
+                None => return Err(StoreError::Corrupt("a search without its probe".into())),
             }
+            let (sql, w) = statement(false);
+            let params = w.typed();
             let tx = super::snapshot(&mut client).await?;
             let settings = format!(
                 "SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {ef};
