@@ -21,10 +21,6 @@ pub(super) fn stamp(expr: &str) -> String {
 const COLUMNS: &str = "id, short_id, owner, visibility, scope, category, kind, created_at,
     not_before, not_after, archived_at, superseded_by, tags, body";
 
-/// [`COLUMNS`] but the id, with the vector's columns after them.
-const REWRITTEN: &str = "short_id, owner, visibility, scope, category, kind, created_at,
-    not_before, not_after, archived_at, superseded_by, tags, body";
-
 /// Inserts or rewrites a record's row from its payload; with `vector`, its vector too.
 fn upsert_sql(vector: bool) -> String {
     let mut cols = COLUMNS.to_owned();
@@ -48,7 +44,8 @@ fn upsert_sql(vector: bool) -> String {
 /// Rewrites the row of the record `$1` where `access` may change it, from the parameters
 /// of [`upsert_sql`] and the writer's owner after them; never creates one.
 fn rewrite_sql(vector: bool, access: &Access) -> String {
-    let mut cols = REWRITTEN.to_owned();
+    // Every column but the id, which finds the row.
+    let mut cols = COLUMNS.trim_start_matches("id, ").to_owned();
     let mut values = (2..=13).map(|i| format!("${i}")).collect::<Vec<_>>().join(", ");
     values.push_str(", $14::text::json");
     let mut owner = 15;
