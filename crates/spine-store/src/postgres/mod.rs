@@ -213,10 +213,9 @@ impl PgStore {
     /// How many records `w` matches.
     fn count_where(&self, w: &query::Where) -> Result<u64> {
         let sql = format!("SELECT count(*) FROM memories m WHERE {}", w.sql);
-        let rows = self.query_where(&sql, w)?;
-        let row =
-            rows.first().ok_or_else(|| StoreError::Corrupt("a count without a row".into()))?;
-        Ok(u64::try_from(crate::fields::Fields::int(row, 0)?).unwrap_or(0))
+        let row = self
+            .block(async { Ok(self.pool.get().await?.query_typed_one(&sql, &w.typed()).await?) })?;
+        Ok(u64::try_from(crate::fields::Fields::int(&row, 0)?).unwrap_or(0))
     }
 
     /// One statement over `w`'s parameters, outside any transaction: its rows, in one round
