@@ -119,6 +119,8 @@ pub struct PgStore {
     /// A bulk load into an empty table runs: missing HNSW indexes are built when it ends
     /// ([`crate::TransferStore::finish_bulk_load`]), not row by row.
     deferring_indexes: AtomicBool,
+    /// The filters whose searches go straight to the HNSW index for now.
+    large_scans: nearest::LargeScans,
 }
 
 impl Drop for PgStore {
@@ -165,6 +167,7 @@ impl PgStore {
             target,
             vector_indexes: Mutex::new(HashSet::new()),
             deferring_indexes: AtomicBool::new(false),
+            large_scans: nearest::LargeScans::default(),
         };
         store.migrate().map_err(|e| match e {
             StoreError::Unavailable(m) => {

@@ -7,6 +7,8 @@
 //! pgvector's iterative scan keeps the filters exact.
 
 use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use pgvector::Vector;
 use spine_core::RecordId;
@@ -22,6 +24,14 @@ use crate::{Gate, NearestQuery, Neighbour, Result, StoreError};
 /// At most this many rows left by a search's filters are scanned exactly instead of through
 /// the HNSW index.
 const EXACT_SCAN_ROWS: i64 = 5_000;
+
+/// How long filters found to leave more than [`EXACT_SCAN_ROWS`] rows send their searches
+/// straight to the index, without the probe (which reads up to one row past the limit
+/// before it says so).
+const LARGE_FOR: Duration = Duration::from_secs(60);
+
+/// At most this many filters are remembered as large; past it, the memory starts over.
+const LARGE_KEYS: usize = 4096;
 
 /// How many index tuples pgvector's iterative scan may visit to find enough rows that pass
 /// the filters (its default is 20,000); with more than [`EXACT_SCAN_ROWS`] passing, the
@@ -111,25 +121,38 @@ impl PgStore {
         // filters; else that one (the probe alone runs) and three through the index, since
         // its settings need a transaction (`SET LOCAL`): its start, the settings and the
         // scans sent together (the client pipelines requests polled at once), the commit.
+        // Filters the probe found to leave many rows go straight to the index for a while
+        // ([`LargeScans`]), without a probe that would count past EXACT_SCAN_ROWS again.
+        let key = {
+            let mut w = Where::default();
+            w.access(q.access);
+            w.filter(q.filter);
+            let model = w.bind(q.model.to_owned());
+            w.push(&format!("m.model = {model} AND m.dims = {dims}"));
+            w.fingerprint()
+        };
+        let large = self.large_scans.is_large(key, Instant::now());
         let rows = self.block(async {
             let mut client = self.pool.get().await?;
             super::know_vectors(&client).await?;
-            let (sql, w) = statement(true);
-            let mut rows = client.query_typed(sql.as_str(), &w.typed()).await?;
-            // The probe's row is the one whose last column is not NULL (wherever the
-            // server put it among the others).
-            let mut ran = None;
-            rows.retain(|r| match r.try_get::<_, Option<bool>>(7) {
-                Ok(Some(ok)) => {
-                    ran = Some(ok);
-                    false
+            if !large {
+                let (sql, w) = statement(true);
+                let mut rows = client.query_typed(sql.as_str(), &w.typed()).await?;
+                // The probe's row is the one whose last column is not NULL (wherever the
+                // server put it among the others).
+                let mut ran = None;
+                rows.retain(|r| match r.try_get::<_, Option<bool>>(7) {
+                    Ok(Some(ok)) => {
+                        ran = Some(ok);
+                        false
+                    }
+                    _ => true,
+                });
+                match ran {
+                    Some(true) => return Ok(rows),
+                    Some(false) => self.large_scans.note(key, Instant::now()),
+                    None => return Err(StoreError::Corrupt("a search without its probe".into())),
                 }
-                _ => true,
-            });
-            match ran {
-                Some(true) => return Ok(rows),
-                Some(false) => {}
-                None => return Err(StoreError::Corrupt("a search without its probe".into())),
             }
             let (sql, w) = statement(false);
             let params = w.typed();
@@ -154,5 +177,52 @@ impl PgStore {
             scored.insert(id, Scored { score, id, markers: markers(r, 1)?, record: r.text(6)? });
         }
         neighbours(q, scored.into_values().collect(), |body| Ok(Body::new(body)))
+    }
+}
+
+/// The filters (the read predicate, the hard filters and the model, hashed:
+/// [`Where::fingerprint`]) whose last probe found more than [`EXACT_SCAN_ROWS`] rows, and
+/// when: for [`LARGE_FOR`] after, their searches go straight to the index. A hint on this
+/// node alone, never a wrong answer: a filter that shrank meanwhile is searched through
+/// the index, as it was when it had many rows.
+#[derive(Default)]
+pub(super) struct LargeScans(Mutex<HashMap<u64, Instant>>);
+
+impl LargeScans {
+    /// Whether `key` was found large less than [`LARGE_FOR`] before `now`.
+    pub(super) fn is_large(&self, key: u64, now: Instant) -> bool {
+        let seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        seen.get(&key).is_some_and(|&at| now.saturating_duration_since(at) < LARGE_FOR)
+    }
+
+    pub(super) fn note(&self, key: u64, now: Instant) {
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.len() >= LARGE_KEYS {
+            seen.clear();
+        }
+        seen.insert(key, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_filter_goes_to_the_index_for_a_while_and_then_is_probed_again() {
+        let large = LargeScans::default();
+        let t = Instant::now();
+        assert!(!large.is_large(1, t), "nothing is large before a probe said so");
+        large.note(1, t);
+        assert!(large.is_large(1, t));
+        assert!(large.is_large(1, t + LARGE_FOR - Duration::from_millis(1)));
+        assert!(!large.is_large(1, t + LARGE_FOR), "the window is half-open");
+        assert!(!large.is_large(2, t), "another filter is not large");
+        // A full memory starts over rather than growing.
+        for key in 0..LARGE_KEYS as u64 {
+            large.note(key + 10, t);
+        }
+        assert!(!large.is_large(1, t));
+        assert_eq!(large.0.lock().unwrap().len(), 1);
     }
 }

@@ -63,6 +63,18 @@ impl Where {
         format!("${}", self.params.len())
     }
 
+    /// A hash of the clause and its values: equal for two clauses that select the same
+    /// rows the same way.
+    pub(super) fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        self.sql.hash(&mut h);
+        for p in &self.params {
+            format!("{:?}", p.value).hash(&mut h);
+        }
+        h.finish()
+    }
+
     /// The parameters as the client takes them for a prepared statement.
     pub(super) fn refs(&self) -> Vec<&(dyn ToSql + Sync)> {
         self.params.iter().map(|p| p.value.as_ref() as &(dyn ToSql + Sync)).collect()
