@@ -119,6 +119,53 @@ fn vectors_stay_in_their_rows_beside_long_payloads() {
     );
 }
 
+/// Reading a record rewrites its row (the access count): with room left in each page the
+/// new version stays beside the old one and no index gets an entry for it (a HOT update).
+/// In pages filled to the brim (PostgreSQL's default) a touch moved the row to another
+/// page, with a new entry in every index, the HNSW graph's among them. Each page's first
+/// row touched is the one checked: the room kept for it is there whatever else runs on
+/// the server (the room a later version needs comes from pruning the dead one, which a
+/// transaction open anywhere on the server holds back).
+#[test]
+fn a_touched_row_stays_in_its_page() {
+    let Some(db) = spine_testkit::postgres::fresh_database() else { return };
+    let store = PgStore::connect(&db.url).unwrap();
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut ids = Vec::new();
+    for i in 0..20 {
+        let content: String = (0..600).map(|_| rng.random_range(b'a'..=b'z') as char).collect();
+        let m = record("acme:project:rows", &content, "alice", 1_800_000_000 + i);
+        let v: Vec<f32> = (0..384).map(|_| rng.random_range(-1.0..1.0)).collect();
+        store.insert(&m, Embedding { model: "m", vector: &v }).unwrap();
+        ids.push(m.id);
+    }
+    spine_testkit::postgres::execute(
+        &db.url,
+        "CREATE TABLE pages AS
+            SELECT id, created_at, (ctid::text::point)[0]::bigint AS page FROM memories",
+    );
+    // In the order they were written: each page's first row is touched first.
+    for id in &ids {
+        store.touch(id, Timestamp::from_micros(1_900_000_000_000_000)).unwrap();
+    }
+    spine_testkit::postgres::execute(
+        &db.url,
+        "DO $$ DECLARE moved bigint; pages bigint; BEGIN
+            SELECT count(*) FILTER (WHERE (m.ctid::text::point)[0]::bigint <> f.page), count(*)
+                INTO moved, pages
+                FROM (SELECT DISTINCT ON (page) id, page FROM pages
+                      ORDER BY page, created_at) f JOIN memories m USING (id);
+            IF pages < 5 THEN RAISE EXCEPTION 'the rows fill % pages, not 5 or more', pages; END IF;
+            IF moved > 0 THEN
+                RAISE EXCEPTION '% of % pages had no room for a row''s next version', moved, pages;
+            END IF;
+            IF (SELECT count(*) FROM memories WHERE body->>'access_count' = '1') <> 20 THEN
+                RAISE EXCEPTION 'the touches were not counted';
+            END IF;
+        END $$",
+    );
+}
+
 /// A search whose answer holds hundreds of vectors, on connections that never met the
 /// vector type: tokio-postgres looks an unknown result type up in the middle of an
 /// unprepared statement's response, and without the type known beforehand the lookup's

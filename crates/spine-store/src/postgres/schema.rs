@@ -65,4 +65,13 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // moves the payload out instead, which a scan reads only for the rows it returns. A
     // catalog change: rows written before keep their layout until they are rewritten.
     "ALTER TABLE memories ALTER COLUMN vec SET STORAGE MAIN;",
+    // 5: room in each page for a row's next version. Reading a record (`touch`) rewrites its
+    // access count, an archive its state: PostgreSQL writes a new version of the whole row
+    // (~2.4 KiB with its vector), and when that version fits in the same page and no
+    // indexed column changed, no index gets a new entry (a HOT update). Filled to the brim,
+    // a page had no room: about half of the touches put a new entry in every index,
+    // pgvector's HNSW graph among them, which grew until a vacuum repaired it. At 70% a
+    // page keeps room for one more version, and pruning reclaims it once the old one is
+    // dead. A storage parameter: pages written before keep their fill until rewritten.
+    "ALTER TABLE memories SET (fillfactor = 70);",
 ];
