@@ -89,6 +89,22 @@ fn filtered_nearest_matches_an_exact_scan_on_few_rows_and_on_many() {
     }
 }
 
+/// `n` records of alice's in one scope (their ids, in the order written), each a payload of 600
+/// letters at random (which does not compress) and a 384-dimension vector, as the model
+/// gives.
+fn rows_with_vectors(store: &PgStore, seed: u64, n: i64) -> Vec<spine_core::RecordId> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..n)
+        .map(|i| {
+            let content: String = (0..600).map(|_| rng.random_range(b'a'..=b'z') as char).collect();
+            let m = record("acme:project:rows", &content, "alice", 1_800_000_000 + i);
+            let v: Vec<f32> = (0..384).map(|_| rng.random_range(-1.0..1.0)).collect();
+            store.insert(&m, Embedding { model: "m", vector: &v }).unwrap();
+            m.id
+        })
+        .collect()
+}
+
 /// Vectors stay in their rows, where an exact scan reads them without a fetch from the
 /// TOAST table per row: with a payload of a few hundred bytes a 384-dimension vector takes
 /// the row past the 2 KiB at which PostgreSQL moves a value out, and pgvector's default
@@ -97,14 +113,7 @@ fn filtered_nearest_matches_an_exact_scan_on_few_rows_and_on_many() {
 fn vectors_stay_in_their_rows_beside_long_payloads() {
     let Some(db) = spine_testkit::postgres::fresh_database() else { return };
     let store = PgStore::connect(&db.url).unwrap();
-    let mut rng = StdRng::seed_from_u64(5);
-    for i in 0..20 {
-        // Letters at random: a payload that does not compress.
-        let content: String = (0..600).map(|_| rng.random_range(b'a'..=b'z') as char).collect();
-        let m = record("acme:project:rows", &content, "alice", 1_800_000_000 + i);
-        let v: Vec<f32> = (0..384).map(|_| rng.random_range(-1.0..1.0)).collect();
-        store.insert(&m, Embedding { model: "m", vector: &v }).unwrap();
-    }
+    rows_with_vectors(&store, 5, 20);
     spine_testkit::postgres::execute(
         &db.url,
         "DO $$ DECLARE toast regclass; moved bigint; BEGIN
@@ -130,15 +139,7 @@ fn vectors_stay_in_their_rows_beside_long_payloads() {
 fn a_touched_row_stays_in_its_page() {
     let Some(db) = spine_testkit::postgres::fresh_database() else { return };
     let store = PgStore::connect(&db.url).unwrap();
-    let mut rng = StdRng::seed_from_u64(7);
-    let mut ids = Vec::new();
-    for i in 0..20 {
-        let content: String = (0..600).map(|_| rng.random_range(b'a'..=b'z') as char).collect();
-        let m = record("acme:project:rows", &content, "alice", 1_800_000_000 + i);
-        let v: Vec<f32> = (0..384).map(|_| rng.random_range(-1.0..1.0)).collect();
-        store.insert(&m, Embedding { model: "m", vector: &v }).unwrap();
-        ids.push(m.id);
-    }
+    let ids = rows_with_vectors(&store, 7, 20);
     spine_testkit::postgres::execute(
         &db.url,
         "CREATE TABLE pages AS
