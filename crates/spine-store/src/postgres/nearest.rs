@@ -45,15 +45,20 @@ impl PgStore {
             return Ok(vec![]);
         }
         self.ensure_vector_index(dims)?;
-        // The read predicate, the gate when `gated`, and the model, on `w`'s parameters.
-        let conditions = |w: &mut Where, gated: bool| {
+        // The read predicate, the hard filters and the model, on `w`'s parameters: what
+        // decides how many rows a search reads ([`LargeScans`]' key).
+        let filters = |w: &mut Where| {
             w.access(q.access);
             w.filter(q.filter);
+            let model = w.bind(q.model.to_owned());
+            w.push(&format!("m.model = {model} AND m.dims = {dims}"));
+        };
+        // The filters, the gate when `gated`, and the record excluded, if any.
+        let conditions = |w: &mut Where, gated: bool| {
+            filters(w);
             if gated {
                 w.gate(Gate::ActiveAt(q.now));
             }
-            let model = w.bind(q.model.to_owned());
-            w.push(&format!("m.model = {model} AND m.dims = {dims}"));
             if let Some(ex) = q.exclude {
                 let p = w.bind(ex.to_string());
                 w.push(&format!("m.id <> {p}"));
@@ -125,10 +130,7 @@ impl PgStore {
         // ([`LargeScans`]), without a probe that would count past EXACT_SCAN_ROWS again.
         let key = {
             let mut w = Where::default();
-            w.access(q.access);
-            w.filter(q.filter);
-            let model = w.bind(q.model.to_owned());
-            w.push(&format!("m.model = {model} AND m.dims = {dims}"));
+            filters(&mut w);
             w.fingerprint()
         };
         let large = self.large_scans.is_large(key, Instant::now());
@@ -191,16 +193,20 @@ pub(super) struct LargeScans(Mutex<HashMap<u64, Instant>>);
 impl LargeScans {
     /// Whether `key` was found large less than [`LARGE_FOR`] before `now`.
     pub(super) fn is_large(&self, key: u64, now: Instant) -> bool {
-        let seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        seen.get(&key).is_some_and(|&at| now.saturating_duration_since(at) < LARGE_FOR)
+        self.seen().get(&key).is_some_and(|&at| now.saturating_duration_since(at) < LARGE_FOR)
     }
 
     pub(super) fn note(&self, key: u64, now: Instant) {
-        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seen = self.seen();
         if seen.len() >= LARGE_KEYS {
             seen.clear();
         }
         seen.insert(key, now);
+    }
+
+    /// The map; a thread that panicked holding it left it whole (one insert or clear).
+    fn seen(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Instant>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -223,6 +229,6 @@ mod tests {
             large.note(key + 10, t);
         }
         assert!(!large.is_large(1, t));
-        assert_eq!(large.0.lock().unwrap().len(), 1);
+        assert_eq!(large.seen().len(), 1);
     }
 }
