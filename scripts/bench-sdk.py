@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """search_memory and store_memory end to end through the official Python MCP SDK over stdio.
 
-usage: target/pyenv/bin/python scripts/bench-sdk.py [path/to/spine] [records] [clients]
+usage: target/pyenv/bin/python scripts/bench-sdk.py [path/to/spine] [records] [clients] [code|prose]
 
 The documents and queries come from `spine-bench corpus N` (the evaluation corpus: real
 functions of pinned crates of 460 characters or more, each document cut to 460, each query
-the first sentence of another function's doc comment, so no query was asked before). The script:
+the first sentence of another function's doc comment, so no query was asked before), or with
+`prose` from `spine-bench corpus N prose` (Debian package descriptions of 200-2,000 bytes, their
+synopses as queries: the texts issue 34 was measured with). The script:
 
 1. starts `spine mcp` on a fresh data directory with the SDK's stdio client and stores the
    records one `store_memory` call at a time (the ingest rate of one client);
@@ -30,6 +32,9 @@ from mcp import Client, StdioServerParameters
 spine = sys.argv[1] if len(sys.argv) > 1 else "target/release/spine"
 records = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
 clients = int(sys.argv[3]) if len(sys.argv) > 3 else 8
+texts = sys.argv[4] if len(sys.argv) > 4 else "code"
+if texts not in ("code", "prose"):
+    sys.exit(f"the corpus is code or prose, not {texts!r}")
 SCOPE = "bench:project:sdk"
 QUERIES = 100
 ENV = {**os.environ, "SPINE_LOG": "warn"}
@@ -37,7 +42,8 @@ ENV = {**os.environ, "SPINE_LOG": "warn"}
 
 def corpus(n):
     bench = os.path.join(os.path.dirname(spine), "spine-bench")
-    out = subprocess.run([bench, "corpus", str(n)], check=True, capture_output=True, text=True)
+    args = [bench, "corpus", str(n)] + (["prose"] if texts == "prose" else [])
+    out = subprocess.run(args, check=True, capture_output=True, text=True)
     return [json.loads(line) for line in out.stdout.splitlines()]
 
 

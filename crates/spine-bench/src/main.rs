@@ -8,6 +8,7 @@
 //! cargo run --release -p spine-bench -- stages 2000 100000   # where a new query's time goes
 //! cargo run --release -p spine-bench -- ingest 500            # store_memory rate, with embedding
 //! cargo run --release -p spine-bench -- writes 8 10           # 8 writers on the store, no model
+//! cargo run --release -p spine-bench -- corpus 2000 prose     # the pairs as JSON lines
 //! cargo run --release -p spine-bench -- eval 2000             # retrieval quality (see eval.rs)
 //! cargo run --release -p spine-bench -- eval prose 2000       # the same on prose (see prose.rs)
 //! cargo run --release -p spine-bench -- load --mode mix       # a running server over MCP HTTP
@@ -95,6 +96,26 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
 }
 
+/// `corpus [N] [prose]`'s arguments: how many pairs (2,000 by default), and whether of
+/// the Debian descriptions rather than the code corpus.
+fn corpus_args(args: &[String]) -> Result<(usize, bool)> {
+    match args {
+        [] => Ok((2000, false)),
+        [n] | [n, _] => {
+            let n =
+                n.parse().with_context(|| format!("corpus N [prose]: N is a count, not {n:?}"))?;
+            match args.get(1).map(String::as_str) {
+                None => Ok((n, false)),
+                Some("prose") => Ok((n, true)),
+                Some(other) => {
+                    bail!("corpus N [prose]: the corpus is code or prose, not {other:?}")
+                }
+            }
+        }
+        _ => bail!("corpus N [prose]: at most two arguments"),
+    }
+}
+
 fn model() -> Result<BuiltinEmbedder> {
     BuiltinEmbedder::load(&spine_embed::default_model_dir())
         .context("the built-in model (run scripts/fetch-model.sh)")
@@ -165,8 +186,13 @@ fn main() -> Result<()> {
             stages::run(if sizes.is_empty() { &[2000, 100_000] } else { &sizes })
         }
         Some("corpus") => {
-            let n = numbers(1)?.first().copied().unwrap_or(2000);
-            for (doc, query) in corpus::documents(n)? {
+            let (n, prose) = corpus_args(&args[1..])?;
+            let pairs = if prose {
+                prose::pairs(n)?.0.into_iter().map(|p| (p.code, p.query)).collect()
+            } else {
+                corpus::documents(n)?
+            };
+            for (doc, query) in pairs {
                 println!("{}", json!({"doc": doc, "query": query}));
             }
             Ok(())
@@ -187,8 +213,27 @@ fn main() -> Result<()> {
         }
         _ => {
             bail!(
-                "usage: spine-bench search N [N…] [--writes R] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N | spine-bench ingest N | spine-bench writes [WRITERS] [SECONDS] | spine-bench eval [prose] [N] | spine-bench secrets | spine-bench locomo --data PATH [--mode turns|observations] [--conversations 1-5|6-10|all] [--store DIR] [--json] | spine-bench load [--url URL | --binary PATH] [--mode mix|store|search] [--corpus code|prose] [--sessions N] [--seconds S] [--seed N] [--json] [-- serve args]"
+                "usage: spine-bench search N [N…] [--writes R] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N [prose] | spine-bench ingest N | spine-bench writes [WRITERS] [SECONDS] | spine-bench eval [prose] [N] | spine-bench secrets | spine-bench locomo --data PATH [--mode turns|observations] [--conversations 1-5|6-10|all] [--store DIR] [--json] | spine-bench load [--url URL | --binary PATH] [--mode mix|store|search] [--corpus code|prose] [--sessions N] [--seconds S] [--seed N] [--json] [-- serve args]"
             )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::corpus_args;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn corpus_takes_a_count_and_optionally_prose() {
+        assert_eq!(corpus_args(&args(&[])).unwrap(), (2000, false));
+        assert_eq!(corpus_args(&args(&["3"])).unwrap(), (3, false));
+        assert_eq!(corpus_args(&args(&["3", "prose"])).unwrap(), (3, true));
+        for bad in [&["x"][..], &["3", "poetry"], &["3", "prose", "4"]] {
+            assert!(corpus_args(&args(bad)).is_err(), "{bad:?}");
         }
     }
 }
