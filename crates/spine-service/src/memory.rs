@@ -101,20 +101,19 @@ impl Service {
 
     /// get_memory: the full record in any state; counts a strong-signal touch.
     pub fn get_memory(&self, caller: &Caller, a: IdArgs) -> Result<MemoryView, Error> {
-        let m = self.find(&Access::read(caller), &a.id)?;
         let now = self.clock.now();
-        let mut m = m;
-        match self.store.touch(&m.id, now) {
-            Ok(()) => {
+        let found = self.store.resolve_touching(&Access::read(caller), &a.id.id, now);
+        let (mut m, missed) = found.map_err(store_error)?.ok_or_else(|| not_found(&a.id.input))?;
+        match missed {
+            None => {
                 m.access_count += 1;
                 m.last_accessed_at = Some(now);
             }
             // A read stays a read when the store cannot write (full disk, read-only): the
             // access count just misses this touch.
-            Err(e) if e.resource_fault().is_some() => {
+            Some(e) => {
                 tracing::warn!(error = %e, id = %m.id, "access not counted: the store cannot write");
             }
-            Err(e) => return Err(store_error(e)),
         }
         let states = spine_core::derive_states(&m, now);
         Ok(MemoryView::new(m, states, true))

@@ -394,6 +394,24 @@ pub trait Store: Send + Sync {
     /// engine commits it without waiting for the disk (`sqlite` module docs).
     fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()>;
 
+    /// A read that counts: [`Store::resolve`], then [`Store::touch`] of what it found. The
+    /// record comes back as it was before the touch, with the touch's resource fault when the
+    /// store cannot write (a full disk, a read-only database): the read stays a read, the
+    /// access count just misses it. A server database does both in one round trip.
+    fn resolve_touching(
+        &self,
+        access: &Access,
+        id: &IdRef,
+        at: Timestamp,
+    ) -> Result<Option<(Memory, Option<StoreError>)>> {
+        let Some(m) = self.resolve(access, id)? else { return Ok(None) };
+        match self.touch(&m.id, at) {
+            Ok(()) => Ok(Some((m, None))),
+            Err(e) if e.resource_fault().is_some() => Ok(Some((m, Some(e)))),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Deletes one record owned by `access`; false when none matched.
     fn delete(&self, access: &Access, id: &RecordId) -> Result<bool>;
 

@@ -8,6 +8,7 @@ mod migrations;
 mod operator;
 mod pg_review;
 mod pg_search;
+mod reads;
 mod tags_and_citations;
 mod transfer;
 

@@ -14,7 +14,7 @@ use crate::fields::Fields;
 use crate::predicate::{readable_alternatives, writable_at};
 use crate::{
     Access, Adjacent, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour, Order,
-    Page, Result, ScopeFilter, Selection, Shared, Store, SupersedeRejection, TagCount,
+    Page, Result, ScopeFilter, Selection, Shared, Store, StoreError, SupersedeRejection, TagCount,
 };
 
 /// Payloads of the rows `w` selects, in `order` (ORDER BY terms), at most `limit` after
@@ -50,6 +50,28 @@ fn bodies_by_key(
     store.query_by_key(&sql, &w.refs())?.iter().map(|r| decode(&r.text(0)?)).collect()
 }
 
+/// The rows a full or short id names.
+fn by_key(id: &IdRef) -> Where {
+    let mut w = Where::default();
+    match id {
+        IdRef::Id(id) => {
+            let p = w.bind(id.to_string());
+            w.push(&format!("m.id = {p}"));
+        }
+        IdRef::Short(s) => {
+            let p = w.bind(s.as_str().to_owned());
+            w.push(&format!("m.short_id = {p}"));
+        }
+    }
+    w
+}
+
+/// A touch's assignment to the row `t`: `access_count` + 1, `last_accessed_at` = `$2`. Only
+/// those two keys of the payload change ([`Store::touch`]).
+const TOUCH: &str = "body = jsonb_set(jsonb_set(t.body::jsonb, '{access_count}',
+    to_jsonb(coalesce((t.body->>'access_count')::bigint, 0) + 1)),
+    '{last_accessed_at}', to_jsonb($2::text))";
+
 impl Store for PgStore {
     fn insert(&self, m: &Memory, embedding: Embedding<'_>) -> Result<()> {
         self.ensure_vector_index(embedding.vector.len())?;
@@ -80,18 +102,7 @@ impl Store for PgStore {
     }
 
     fn matching(&self, access: &Access, id: &IdRef, limit: usize) -> Result<Vec<Memory>> {
-        let mut w = Where::default();
-        match id {
-            IdRef::Id(id) => {
-                let p = w.bind(id.to_string());
-                w.push(&format!("m.id = {p}"));
-            }
-            IdRef::Short(s) => {
-                let p = w.bind(s.as_str().to_owned());
-                w.push(&format!("m.short_id = {p}"));
-            }
-        }
-        bodies_by_key(self, w, access, limit)
+        bodies_by_key(self, by_key(id), access, limit)
     }
 
     fn replace(
@@ -110,13 +121,41 @@ impl Store for PgStore {
 
     fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()> {
         self.execute_by_key(
-            "UPDATE memories SET body = jsonb_set(jsonb_set(body::jsonb, '{access_count}',
-                to_jsonb(coalesce((body->>'access_count')::bigint, 0) + 1)),
-                '{last_accessed_at}', to_jsonb($2::text))
-             WHERE id = $1",
+            &format!("UPDATE memories t SET {TOUCH} WHERE t.id = $1"),
             &[&id.to_string(), &at.to_rfc3339()],
         )?;
         Ok(())
+    }
+
+    /// One statement: the read (at most two matches, as [`Store::resolve`] reads) and, when it
+    /// found exactly one, the touch, in a data-modifying CTE. The outer SELECT sees the rows
+    /// as they were before it, as a read before a touch would. A database that cannot write
+    /// refuses the whole statement; the read is then made again alone.
+    fn resolve_touching(
+        &self,
+        access: &Access,
+        id: &IdRef,
+        at: Timestamp,
+    ) -> Result<Option<(Memory, Option<StoreError>)>> {
+        let mut w = by_key(id);
+        w.access(access);
+        let at = w.bind(at.to_rfc3339());
+        let sql = format!(
+            "WITH hit AS (SELECT m.id, m.body FROM memories m WHERE {} ORDER BY m.id LIMIT 2),
+             touched AS (UPDATE memories t SET {} WHERE t.id IN (SELECT id FROM hit)
+                         AND (SELECT count(*) FROM hit) = 1)
+             SELECT body::text FROM hit",
+            w.sql,
+            TOUCH.replace("$2", &at),
+        );
+        match self.query_by_key(&sql, &w.refs()) {
+            Ok(rows) if rows.len() == 1 => Ok(Some((decode(&rows[0].text(0)?)?, None))),
+            Ok(_) => Ok(None),
+            Err(e) if e.resource_fault().is_some() => {
+                Ok(self.resolve(access, id)?.map(|m| (m, Some(e))))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn delete(&self, access: &Access, id: &RecordId) -> Result<bool> {

@@ -1,0 +1,110 @@
+//! A read that counts (`Store::resolve_touching`, what `get_memory` does): the record as it
+//! was, the touch counted only on the one record the caller may read, and on a database that
+//! cannot write, the read answered and the touch reported as missed.
+
+use spine_core::{Caller, IdRef, Memory, ShortId, Timestamp, Visibility};
+use spine_store::{Access, PgStore, Store};
+use spine_testkit::records::record;
+
+const SCOPE: &str = "acme:project:reads";
+
+fn at(secs: i64) -> Timestamp {
+    Timestamp::from_micros(secs * 1_000_000)
+}
+
+/// The stored record, read without counting.
+fn stored(store: &dyn Store, m: &Memory) -> Memory {
+    store.get_many(std::slice::from_ref(&m.id)).unwrap().pop().expect("the record is stored")
+}
+
+#[test]
+fn a_counted_read_touches_only_the_one_record_the_caller_reads() {
+    let mut mine = record(SCOPE, "mine", "alice", 1_800_000_000);
+    let mut private = record(SCOPE, "bob's private note", "bob", 1_800_000_001);
+    private.visibility = Visibility::Private;
+    mine.visibility = Visibility::Private;
+    let mut shared = record(SCOPE, "bob's shared note", "bob", 1_800_000_002);
+    shared.visibility = Visibility::Shared;
+    crate::on_both_engines(&[mine.clone(), private.clone(), shared.clone()], |store| {
+        let alice = Access::read(&Caller::authenticated("alice", "alice"));
+        // By full id: the record as it was before this read, and the read counted.
+        let (got, missed) = store
+            .resolve_touching(&alice, &IdRef::Id(mine.id), at(1_900_000_000))
+            .unwrap()
+            .unwrap();
+        assert_eq!((got.id, got.access_count, got.last_accessed_at), (mine.id, 0, None));
+        assert!(missed.is_none());
+        let after = stored(store, &mine);
+        assert_eq!((after.access_count, after.last_accessed_at), (1, Some(at(1_900_000_000))));
+        // By short id, a shared record of another owner: read and counted.
+        let (got, missed) = store
+            .resolve_touching(&alice, &IdRef::Short(shared.short_id.clone()), at(1_900_000_001))
+            .unwrap()
+            .unwrap();
+        assert_eq!((got.id, missed.is_none()), (shared.id, true));
+        assert_eq!(stored(store, &shared).access_count, 1);
+        // Another owner's private record is not found, and not counted.
+        for id in [IdRef::Id(private.id), IdRef::Short(private.short_id.clone())] {
+            assert!(store.resolve_touching(&alice, &id, at(1_900_000_002)).unwrap().is_none());
+        }
+        assert_eq!(stored(store, &private).access_count, 0);
+        // An id naming nothing.
+        let nothing = IdRef::Short(ShortId::mint());
+        assert!(store.resolve_touching(&alice, &nothing, at(1_900_000_003)).unwrap().is_none());
+        // Everything else as it was.
+        assert_eq!(stored(store, &mine).access_count, 1);
+        assert_eq!(stored(store, &shared).content, shared.content);
+    });
+}
+
+/// A short id two owners' records share resolves to nothing for a caller who reads both
+/// (the operator), and neither is counted (SQLite: PostgreSQL keeps short ids unique).
+#[test]
+fn an_ambiguous_short_id_is_neither_read_nor_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = spine_store::SqliteStore::open(dir.path()).unwrap();
+    let short = ShortId::mint();
+    let mut records = Vec::new();
+    for owner in ["alice", "bob"] {
+        let mut m = record(SCOPE, &format!("{owner}'s"), owner, 1_800_000_000);
+        m.short_id = short.clone();
+        store.insert(&m, spine_store::Embedding { model: "m", vector: &[1.0, 0.0] }).unwrap();
+        records.push(m);
+    }
+    let operator = Access::operator();
+    let id = IdRef::Short(short);
+    assert!(store.resolve_touching(&operator, &id, at(1_900_000_000)).unwrap().is_none());
+    let alice = Access::read(&Caller::authenticated("alice", "alice"));
+    let (got, _) = store.resolve_touching(&alice, &id, at(1_900_000_001)).unwrap().unwrap();
+    assert_eq!(got.id, records[0].id);
+    let counts: Vec<u64> = records.iter().map(|m| stored(&store, m).access_count).collect();
+    assert_eq!(counts, [1, 0]);
+}
+
+/// On a database that refuses writes (its disk full: here a trigger answers every update
+/// with PostgreSQL's `disk_full`), the counted read still answers, says the touch was missed
+/// and why, and changes nothing.
+#[test]
+fn a_counted_read_on_a_database_that_cannot_write_answers_uncounted() {
+    let Some(db) = spine_testkit::postgres::fresh_database() else { return };
+    let m = record(SCOPE, "kept while the disk is full", "alice", 1_800_000_000);
+    let store = PgStore::connect(&db.url).unwrap();
+    store.insert(&m, spine_store::Embedding { model: "m", vector: &[1.0, 0.0] }).unwrap();
+    spine_testkit::postgres::execute(
+        &db.url,
+        "CREATE FUNCTION full_disk() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+            RAISE EXCEPTION 'could not extend file' USING ERRCODE = 'disk_full'; END $$;
+         CREATE TRIGGER full_disk BEFORE UPDATE ON memories
+            FOR EACH ROW EXECUTE FUNCTION full_disk()",
+    );
+    let alice = Access::read(&Caller::authenticated("alice", "alice"));
+    let id = IdRef::Id(m.id);
+    let (got, missed) = store.resolve_touching(&alice, &id, at(1_900_000_000)).unwrap().unwrap();
+    assert_eq!(got.content, m.content);
+    let missed = missed.expect("the touch could not be written");
+    assert_eq!(missed.resource_fault(), Some("the database server's disk is full"), "{missed}");
+    assert_eq!(stored(&store, &m).access_count, 0);
+    // Another owner's private record stays unread, whether the touch can be written or not.
+    let bob = Access::read(&Caller::authenticated("bob", "bob"));
+    assert!(store.resolve_touching(&bob, &id, at(1_900_000_001)).unwrap().is_none());
+}
