@@ -156,8 +156,17 @@ impl Service {
             ListState::All => (Access::read(caller), Gate::Off),
         };
         let sel = Selection { access: &access, filter: &filter, gate };
-        let mut rows =
-            self.store.list(sel, Page::recent(cursor, offset, limit + 1)).map_err(store_error)?;
+        let page = Page::recent(cursor, offset, limit + 1);
+        // SPEC list_memory: recall_gate_hidden covers the same page window, ungated (only
+        // the gate's own view hides anything); both pages are read at once.
+        let (mut rows, window) = if state == ListState::Live {
+            let ungated =
+                (Selection { gate: Gate::Off, ..sel }, Page::recent(cursor, offset, limit));
+            let (rows, window) = self.store.list_two((sel, page), ungated).map_err(store_error)?;
+            (rows, Some(window))
+        } else {
+            (self.store.list(sel, page).map_err(store_error)?, None)
+        };
         let mut next_cursor = split_page(&mut rows, limit);
         let mut memories: Vec<MemoryView> = rows
             .iter()
@@ -172,21 +181,13 @@ impl Service {
             let last = &rows[memories.len() - 1];
             next_cursor = encode_cursor(Cursor { created_at: last.created_at, id: last.id });
         }
-        // SPEC list_memory: recall_gate_hidden covers the same page window, ungated (only
-        // the gate's own view hides anything).
-        let hidden = if state == ListState::Live {
+        let hidden = window.map(|window| {
             let mut hidden = GateHidden::default();
-            for m in self
-                .store
-                .list(Selection { gate: Gate::Off, ..sel }, Page::recent(cursor, offset, limit))
-                .map_err(store_error)?
-            {
-                hidden.count(&spine_core::derive_states(&m, now));
+            for m in &window {
+                hidden.count(&spine_core::derive_states(m, now));
             }
-            Some(hidden)
-        } else {
-            None
-        };
+            hidden
+        });
         let coverage = self.coverage_of(&access, &filter);
         // SPEC list_memory: on a cross-spine list an explicit limit makes the total an exact
         // count across all readable scopes.

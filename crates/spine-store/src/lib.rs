@@ -433,6 +433,16 @@ pub trait Store: Send + Sync {
     /// One page of the records of `sel`.
     fn list(&self, sel: Selection<'_>, page: Page) -> Result<Vec<Memory>>;
 
+    /// Two pages at once, [`Store::list`] of each. A server database gets both statements
+    /// before it answers either (one round trip instead of two).
+    fn list_two(
+        &self,
+        first: (Selection<'_>, Page),
+        second: (Selection<'_>, Page),
+    ) -> Result<(Vec<Memory>, Vec<Memory>)> {
+        Ok((self.list(first.0, first.1)?, self.list(second.0, second.1)?))
+    }
+
     /// How many records `sel` takes, exactly.
     fn count(&self, sel: Selection<'_>) -> Result<u64>;
 

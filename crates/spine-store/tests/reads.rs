@@ -1,9 +1,10 @@
-//! A read that counts (`Store::resolve_touching`, what `get_memory` does): the record as it
-//! was, the touch counted only on the one record the caller may read, and on a database that
-//! cannot write, the read answered and the touch reported as missed.
+//! Reads that save a round trip on PostgreSQL. A read that counts (`Store::resolve_touching`,
+//! what `get_memory` does): the record as it was, the touch counted only on the one record
+//! the caller may read, and on a database that cannot write, the read answered and the touch
+//! reported as missed. Two pages at once (`Store::list_two`, `list_memory`'s).
 
-use spine_core::{Caller, IdRef, Memory, ShortId, Timestamp, Visibility};
-use spine_store::{Access, PgStore, Store};
+use spine_core::{Caller, EpochSeconds, IdRef, Memory, ShortId, Timestamp, Visibility};
+use spine_store::{Access, Filter, Gate, Page, PgStore, ScopeFilter, Selection, Store};
 use spine_testkit::records::record;
 
 const SCOPE: &str = "acme:project:reads";
@@ -107,4 +108,36 @@ fn a_counted_read_on_a_database_that_cannot_write_answers_uncounted() {
     // Another owner's private record stays unread, whether the touch can be written or not.
     let bob = Access::read(&Caller::authenticated("bob", "bob"));
     assert!(store.resolve_touching(&bob, &id, at(1_900_000_001)).unwrap().is_none());
+}
+
+/// `Store::list_two` (`list_memory`'s page and its ungated window, one round trip on
+/// PostgreSQL) gives what two `Store::list` calls give, each page its own.
+#[test]
+fn two_pages_at_once_are_the_two_pages() {
+    let mut records = Vec::new();
+    for i in 0..7 {
+        let mut m = record(SCOPE, &format!("note {i}"), "alice", 1_800_000_000 + i);
+        if i % 3 == 0 {
+            m.archived_at = Some(EpochSeconds::from_secs(1_800_000_100));
+        }
+        records.push(m);
+    }
+    crate::on_both_engines(&records, |store| {
+        let access = Access::read(&Caller::authenticated("alice", "alice"));
+        let filter = Filter::new(ScopeFilter::All);
+        let live =
+            Selection { access: &access, filter: &filter, gate: Gate::ActiveAt(at(1_900_000_000)) };
+        let all = Selection { gate: Gate::Off, ..live };
+        for (offset, limit) in [(0, 3), (1, 2), (0, 10)] {
+            let first = (live, Page::recent(None, offset, limit + 1));
+            let second = (all, Page::recent(None, offset, limit));
+            let (a, b) = store.list_two(first, second).unwrap();
+            let ids = |ms: &[Memory]| ms.iter().map(|m| m.id).collect::<Vec<_>>();
+            assert_eq!(ids(&a), ids(&store.list(first.0, first.1).unwrap()));
+            assert_eq!(ids(&b), ids(&store.list(second.0, second.1).unwrap()));
+            // The newest record is archived: the gated page skips it, the window holds it.
+            assert!(a.iter().all(|m| m.archived_at.is_none()));
+            assert_eq!(b.iter().any(|m| m.id == records[6].id), offset == 0);
+        }
+    });
 }

@@ -21,18 +21,29 @@ use crate::{
 /// `offset`.
 fn bodies(
     store: &PgStore,
-    mut w: Where,
+    w: Where,
     order: &str,
     limit: usize,
     offset: usize,
 ) -> Result<Vec<Memory>> {
+    let (sql, w) = bodies_statement(w, order, limit, offset);
+    decode_bodies(&store.query_where(&sql, &w)?)
+}
+
+/// [`bodies`]'s statement, with its parameters.
+fn bodies_statement(mut w: Where, order: &str, limit: usize, offset: usize) -> (String, Where) {
     let l = w.bind(limit as i64);
     let o = w.bind(offset as i64);
     let sql = format!(
         "SELECT m.body::text FROM memories m WHERE {} ORDER BY {order} LIMIT {l} OFFSET {o}",
         w.sql
     );
-    store.query_where(&sql, &w)?.iter().map(|r| decode(&r.text(0)?)).collect()
+    (sql, w)
+}
+
+/// Rows of one payload column, decoded.
+fn decode_bodies(rows: &[tokio_postgres::Row]) -> Result<Vec<Memory>> {
+    rows.iter().map(|r| decode(&r.text(0)?)).collect()
 }
 
 /// Payloads of the rows with the id or short id `key` that `access` may read, at most
@@ -192,6 +203,27 @@ impl Store for PgStore {
 
     fn list(&self, sel: Selection<'_>, page: Page) -> Result<Vec<Memory>> {
         bodies(self, Where::page(sel, &page), page.order.sql(), page.limit, page.offset)
+    }
+
+    /// Both statements go out before either answer is awaited: tokio-postgres pipelines
+    /// the requests made at once on one connection.
+    fn list_two(
+        &self,
+        first: (Selection<'_>, Page),
+        second: (Selection<'_>, Page),
+    ) -> Result<(Vec<Memory>, Vec<Memory>)> {
+        let statement = |(sel, page): (Selection<'_>, Page)| {
+            bodies_statement(Where::page(sel, &page), page.order.sql(), page.limit, page.offset)
+        };
+        let ((a, wa), (b, wb)) = (statement(first), statement(second));
+        self.block(async {
+            let client = self.pool.get().await?;
+            super::know_vectors(&client).await?;
+            let (pa, pb) = (wa.typed(), wb.typed());
+            let (ra, rb) =
+                tokio::try_join!(client.query_typed(&a, &pa), client.query_typed(&b, &pb))?;
+            Ok((decode_bodies(&ra)?, decode_bodies(&rb)?))
+        })
     }
 
     fn count(&self, sel: Selection<'_>) -> Result<u64> {
