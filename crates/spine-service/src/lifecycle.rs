@@ -243,14 +243,15 @@ impl Service {
     ) -> Result<BatchResult, Error> {
         let unchanged = if at.is_some() { ALREADY_ARCHIVED } else { NOT_ARCHIVED };
         let owned = Access::owned(caller);
-        let mut resolved: Vec<Option<RecordId>> = Vec::with_capacity(a.ids.len());
-        for input in &a.ids {
-            let id = match IdRef::parse_lenient(input) {
-                Some(r) => self.store.resolve(&owned, &r).map_err(store_error)?.map(|m| m.id),
-                None => None,
-            };
-            resolved.push(id);
-        }
+        // Every id resolved at once (one round trip on PostgreSQL); inputs that are no id
+        // are not found.
+        let refs: Vec<Option<IdRef>> = a.ids.iter().map(|i| IdRef::parse_lenient(i)).collect();
+        let wanted: Vec<IdRef> = refs.iter().flatten().cloned().collect();
+        let mut found = self.store.resolve_each(&owned, &wanted).map_err(store_error)?.into_iter();
+        let resolved: Vec<Option<RecordId>> = refs
+            .iter()
+            .map(|r| r.as_ref().and_then(|_| found.next().flatten()).map(|m| m.id))
+            .collect();
         let ids: Vec<RecordId> = resolved.iter().flatten().copied().collect();
         let mut flips =
             flip_archived(self.store.as_ref(), &owned, &ids, at).map_err(store_error)?.into_iter();

@@ -379,6 +379,12 @@ pub trait Store: Send + Sync {
         Ok(if found.len() == 1 { found.pop() } else { None })
     }
 
+    /// [`Store::resolve`] of each id, in order. A server database reads them all in one
+    /// round trip.
+    fn resolve_each(&self, access: &Access, ids: &[IdRef]) -> Result<Vec<Option<Memory>>> {
+        ids.iter().map(|id| self.resolve(access, id)).collect()
+    }
+
     /// Replaces a record's payload (same id), and its vector when given. Only when the
     /// stored owner still equals `access`'s owner; returns false when no row matched.
     fn replace(

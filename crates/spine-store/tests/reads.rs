@@ -141,3 +141,38 @@ fn two_pages_at_once_are_the_two_pages() {
         }
     });
 }
+
+/// `Store::resolve_each` (archive and restore's ids, one round trip on PostgreSQL) resolves
+/// every id as `Store::resolve` does, in order: full and short ids, another owner's private
+/// record and an unknown id as nothing, and the same id twice twice.
+#[test]
+fn many_ids_resolve_each_as_one_would() {
+    let mine = record(SCOPE, "mine", "alice", 1_800_000_000);
+    let also_mine = record(SCOPE, "also mine", "alice", 1_800_000_001);
+    let mut bobs = record(SCOPE, "bob's", "bob", 1_800_000_002);
+    bobs.visibility = Visibility::Private;
+    let records = [mine.clone(), also_mine.clone(), bobs.clone()];
+    crate::on_both_engines(&records, |store| {
+        let alice = Access::owned(&Caller::authenticated("alice", "alice"));
+        let ids = [
+            IdRef::Short(also_mine.short_id.clone()),
+            IdRef::Id(bobs.id),
+            IdRef::Id(mine.id),
+            IdRef::Short(ShortId::mint()),
+            IdRef::Short(bobs.short_id.clone()),
+            IdRef::Id(mine.id),
+        ];
+        for n in [0, 1, 2, ids.len()] {
+            let each = store.resolve_each(&alice, &ids[..n]).unwrap();
+            let one_by_one: Vec<_> =
+                ids[..n].iter().map(|id| store.resolve(&alice, id).unwrap()).collect();
+            let found = |ms: &[Option<Memory>]| {
+                ms.iter().map(|m| m.as_ref().map(|m| m.id)).collect::<Vec<_>>()
+            };
+            assert_eq!(found(&each), found(&one_by_one), "{n} ids");
+        }
+        let each = store.resolve_each(&alice, &ids).unwrap();
+        let found: Vec<_> = each.iter().map(|m| m.as_ref().map(|m| m.content.as_str())).collect();
+        assert_eq!(found, [Some("also mine"), None, Some("mine"), None, None, Some("mine")]);
+    });
+}

@@ -116,6 +116,43 @@ impl Store for PgStore {
         bodies_by_key(self, by_key(id), access, limit)
     }
 
+    /// Several ids: one statement reads every readable row any of them names, and each id
+    /// takes its row when exactly one matched it, as [`Store::resolve`] does.
+    fn resolve_each(&self, access: &Access, ids: &[IdRef]) -> Result<Vec<Option<Memory>>> {
+        if ids.len() < 2 {
+            return ids.iter().map(|id| self.resolve(access, id)).collect();
+        }
+        let (mut full, mut short) = (Vec::new(), Vec::new());
+        for id in ids {
+            match id {
+                IdRef::Id(id) => full.push(id.to_string()),
+                IdRef::Short(s) => short.push(s.as_str().to_owned()),
+            }
+        }
+        let mut w = Where::default();
+        let (f, s) = (w.bind(full), w.bind(short));
+        w.push(&format!("(m.id = ANY({f}) OR m.short_id = ANY({s}))"));
+        w.access(access);
+        let sql = format!("SELECT m.id, m.short_id, m.body::text FROM memories m WHERE {}", w.sql);
+        let rows = self.query_where(&sql, &w)?;
+        let mut by_id: HashMap<String, usize> = HashMap::new();
+        let mut by_short: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, r) in rows.iter().enumerate() {
+            by_id.insert(r.text(0)?, i);
+            by_short.entry(r.text(1)?).or_default().push(i);
+        }
+        let one = |i: Option<usize>| i.map(|i| decode(&rows[i].text(2)?)).transpose();
+        ids.iter()
+            .map(|id| match id {
+                IdRef::Id(id) => one(by_id.get(&id.to_string()).copied()),
+                IdRef::Short(s) => match by_short.get(s.as_str()).map(Vec::as_slice) {
+                    Some([i]) => one(Some(*i)),
+                    _ => Ok(None),
+                },
+            })
+            .collect()
+    }
+
     fn replace(
         &self,
         access: &Access,
