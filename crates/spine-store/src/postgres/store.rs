@@ -77,11 +77,15 @@ fn by_key(id: &IdRef) -> Where {
     w
 }
 
-/// A touch's assignment to the row `t`: `access_count` + 1, `last_accessed_at` = `$2`. Only
-/// those two keys of the payload change ([`Store::touch`]).
-const TOUCH: &str = "body = jsonb_set(jsonb_set(t.body::jsonb, '{access_count}',
-    to_jsonb(coalesce((t.body->>'access_count')::bigint, 0) + 1)),
-    '{last_accessed_at}', to_jsonb($2::text))";
+/// A touch's assignment to the row `t`: `access_count` + 1, `last_accessed_at` = the
+/// parameter `at` (`$N`). Only those two keys of the payload change ([`Store::touch`]).
+fn touch_assignment(at: &str) -> String {
+    format!(
+        "body = jsonb_set(jsonb_set(t.body::jsonb, '{{access_count}}',
+            to_jsonb(coalesce((t.body->>'access_count')::bigint, 0) + 1)),
+            '{{last_accessed_at}}', to_jsonb({at}::text))"
+    )
+}
 
 impl Store for PgStore {
     fn insert(&self, m: &Memory, embedding: Embedding<'_>) -> Result<()> {
@@ -169,7 +173,7 @@ impl Store for PgStore {
 
     fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()> {
         self.execute_by_key(
-            &format!("UPDATE memories t SET {TOUCH} WHERE t.id = $1"),
+            &format!("UPDATE memories t SET {} WHERE t.id = $1", touch_assignment("$2")),
             &[&id.to_string(), &at.to_rfc3339()],
         )?;
         Ok(())
@@ -194,7 +198,7 @@ impl Store for PgStore {
                          AND (SELECT count(*) FROM hit) = 1)
              SELECT body::text FROM hit",
             w.sql,
-            TOUCH.replace("$2", &at),
+            touch_assignment(&at),
         );
         match self.query_by_key(&sql, &w.refs()) {
             Ok(rows) if rows.len() == 1 => Ok(Some((decode(&rows[0].text(0)?)?, None))),
