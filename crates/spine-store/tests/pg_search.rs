@@ -204,3 +204,53 @@ fn a_first_search_returning_hundreds_of_vectors_does_not_wait_on_itself() {
     assert_eq!(got.len(), 400);
     assert_eq!(got[0].id, records[0].0.id);
 }
+
+/// A search through the HNSW index sends its transaction's start, settings, scans and commit
+/// together. One that fails (pgvector refuses a NaN in a vector) must still leave its
+/// connection outside any transaction: every pooled connection then searches and writes.
+#[test]
+fn a_failed_search_through_the_index_leaves_no_transaction_behind() {
+    let Some(db) = spine_testkit::postgres::fresh_database() else { return };
+    let store = PgStore::connect(&db.url).unwrap();
+    let mut rng = StdRng::seed_from_u64(5);
+    // More rows pass the filters than an exact scan takes: searches go through the index.
+    let records: Vec<_> = (0..5_100)
+        .map(|i| {
+            (
+                record("acme:project:many", &format!("many {i}"), "alice", 1_800_000_000 + i),
+                unit(&mut rng),
+            )
+        })
+        .collect();
+    store.begin_bulk_load().unwrap();
+    crate::import_records(&store, &records, 1000);
+    store.finish_bulk_load().unwrap();
+    let alice = Caller::authenticated("alice", "alice");
+    let (access, filter) = (Access::read(&alice), Filter::new(ScopeFilter::All));
+    let search = |vector: &[f32]| {
+        store.nearest(&NearestQuery {
+            access: &access,
+            filter: &filter,
+            model: "m",
+            vector,
+            now: Timestamp::from_micros(1_900_000_000_000_000),
+            any: 10,
+            active: 10,
+            exclude: None,
+        })
+    };
+    // The first search probes, finds the filters large and goes through the index.
+    assert_eq!(search(&records[0].1).unwrap()[0].id, records[0].0.id);
+    let mut nan = records[1].1.clone();
+    nan[0] = f32::NAN;
+    assert!(search(&nan).is_err(), "pgvector refuses NaN");
+    // Sequential calls take the pool's connections in turn: each one searches through the
+    // index, and a write on it is not refused as inside a read-only transaction.
+    for i in 0..40 {
+        let (m, v) = &records[i * 100 + 2];
+        assert_eq!(search(v).unwrap()[0].id, m.id, "search {i}");
+        let new =
+            record("acme:project:many", &format!("new {i}"), "alice", 1_900_000_000 + i as i64);
+        store.insert(&new, Embedding { model: "m", vector: &unit(&mut rng) }).unwrap();
+    }
+}

@@ -123,9 +123,9 @@ impl PgStore {
         let ef = q.any.max(q.active).clamp(40, 1000);
         // Every statement goes unprepared with its parameters' types: parsed, planned for
         // these values and run in one round trip. One round trip when few rows pass the
-        // filters; else that one (the probe alone runs) and three through the index, since
-        // its settings need a transaction (`SET LOCAL`): its start, the settings and the
-        // scans sent together (the client pipelines requests polled at once), the commit.
+        // filters; else that one (the probe alone runs) and one through the index, whose
+        // settings need a transaction (`SET LOCAL`): its start, the settings, the scans and
+        // the commit sent together.
         // Filters the probe found to leave many rows go straight to the index for a while
         // ([`LargeScans`]), without a probe that would count past EXACT_SCAN_ROWS again.
         let key = {
@@ -135,7 +135,7 @@ impl PgStore {
         };
         let large = self.large_scans.is_large(key, Instant::now());
         let rows = self.block(async {
-            let mut client = self.pool.get().await?;
+            let client = self.pool.get().await?;
             super::know_vectors(&client).await?;
             if !large {
                 let (sql, w) = statement(true);
@@ -158,14 +158,22 @@ impl PgStore {
             }
             let (sql, w) = statement(false);
             let params = w.typed();
-            let tx = super::snapshot(&mut client).await?;
-            let settings = format!(
-                "SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.ef_search = {ef};
-                 SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"
+            // The transaction's start with the settings, the scans and the commit go
+            // together: each is sent when first polled, and `biased` polls them in this
+            // order, so the client pipelines them in one round trip. A failed step leaves
+            // the transaction aborted and the commit then rolls it back (the server runs a
+            // request already sent even when its answer is no longer awaited), so the
+            // connection goes back to the pool outside any transaction.
+            let begin = format!(
+                "BEGIN READ ONLY; SET LOCAL hnsw.iterative_scan = relaxed_order;
+                 SET LOCAL hnsw.ef_search = {ef}; SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"
             );
-            let settings = tx.batch_execute(&settings);
-            let ((), rows) = tokio::try_join!(settings, tx.query_typed(sql.as_str(), &params))?;
-            tx.commit().await?;
+            let ((), rows, ()) = tokio::try_join!(
+                biased;
+                client.batch_execute(&begin),
+                client.query_typed(sql.as_str(), &params),
+                client.batch_execute("COMMIT"),
+            )?;
             Ok::<_, StoreError>(rows)
         })?;
         // The two scans may both return a record: each once.
