@@ -232,6 +232,77 @@ where
         (w, sql)
     }
 
+    /// `Store::scopes`' query and its clause: the distinct scopes holding a record `access`
+    /// reads that matches `filter` (any state), sorted, at most `limit`; the values are bound
+    /// in the order their placeholders appear. One scope: `DISTINCT` over its rows. Across
+    /// scopes, a loose index scan: walk the distinct scopes through the (scope, …) index, one
+    /// probe each, and keep those holding a record the caller reads that matches, instead
+    /// of `DISTINCT` over every readable row (a scan of the table). The caller's read rule
+    /// is probed one alternative at a time, each through an index that answers it directly
+    /// — (owner, scope) for the caller's own records, the partial (scope) index of shared
+    /// ones — so a scope full of other owners' private records costs one index lookup, not
+    /// a walk of its rows. The cost grows with the scopes, not the records.
+    pub(crate) fn scopes(access: &Access, filter: &Filter, limit: usize) -> (Self, String) {
+        let mut w = Self::default();
+        if matches!(filter.scope, ScopeFilter::One(_)) {
+            w.access(access);
+            w.filter(filter);
+            let l = w.bind(Bound::Int(limit as i64));
+            let sql = format!(
+                "SELECT DISTINCT m.scope FROM memories m WHERE {} ORDER BY m.scope LIMIT {l}",
+                w.sql
+            );
+            return (w, sql);
+        }
+        // The read rule's alternatives, each rendered in its probe: its placeholders, then
+        // the filter's, in the order they appear.
+        enum Readable {
+            Own(String),
+            Shared,
+            Every,
+        }
+        let alternatives = match readable(access) {
+            Some(Cond::Readable { owner, shared: true }) => {
+                vec![Readable::Own(owner), Readable::Shared]
+            }
+            Some(Cond::Readable { owner, .. }) => vec![Readable::Own(owner)],
+            _ => vec![Readable::Every],
+        };
+        let probes: Vec<String> = alternatives
+            .into_iter()
+            .map(|alternative| {
+                let mut probe = String::from("m.scope = s.scope");
+                match alternative {
+                    Readable::Own(owner) => {
+                        let p = w.bind(Bound::Text(owner));
+                        probe.push_str(&format!(" AND {}", owned_by(&p)));
+                    }
+                    Readable::Shared => probe.push_str(&format!(" AND {SHARED_BY_AN_OWNER}")),
+                    Readable::Every => {}
+                }
+                for c in filtered(filter) {
+                    probe.push_str(&format!(" AND ({})", c.sql(&mut w)));
+                }
+                format!("EXISTS (SELECT 1 FROM memories m WHERE {probe})")
+            })
+            .collect();
+        let l = w.bind(Bound::Int(limit as i64));
+        let sql = format!(
+            "WITH RECURSIVE s(scope) AS (
+                SELECT (SELECT scope FROM memories ORDER BY scope LIMIT 1)
+                UNION ALL
+                SELECT (SELECT n.scope FROM memories n WHERE n.scope > s.scope
+                        ORDER BY n.scope LIMIT 1)
+                FROM s WHERE s.scope IS NOT NULL
+             )
+             SELECT s.scope FROM s
+             WHERE s.scope IS NOT NULL AND ({})
+             ORDER BY s.scope LIMIT {l}",
+            probes.join(" OR ")
+        );
+        (w, sql)
+    }
+
     /// SPEC Authentication 4: own + shared when authenticated, own (ownerless) when
     /// anonymous; a NULL owner (legacy record, no owner key) never matches.
     pub(crate) fn access(&mut self, a: &Access) {
@@ -348,23 +419,6 @@ fn owned_by(p: &str) -> String {
 
 /// SQL: the record is shared (by an owner: a record with no owner is nobody's to share).
 const SHARED_BY_AN_OWNER: &str = "m.owner IS NOT NULL AND m.visibility = 'shared'";
-
-/// SQL: [`readable`] as alternatives, a record readable when it passes one, each of which
-/// one index answers alone: the caller's own records (an index led by owner) and, when it
-/// reads shared ones, every owner's shared records (a partial index of shared rows).
-/// PostgreSQL's scope listing probes each scope once per alternative. The operator's one
-/// alternative passes every record.
-pub(crate) fn readable_alternatives(access: &Access, d: &mut impl Dialect) -> Vec<String> {
-    let Some(Cond::Readable { owner, shared }) = readable(access) else {
-        return vec!["1 = 1".into()];
-    };
-    let p = d.bind(Bound::Text(owner));
-    let mut alternatives = vec![owned_by(&p)];
-    if shared {
-        alternatives.push(SHARED_BY_AN_OWNER.into());
-    }
-    alternatives
-}
 
 /// The hard pre-filters of `f`.
 pub(crate) fn filtered(f: &Filter) -> Vec<Cond> {

@@ -85,7 +85,7 @@ fn a_v2_database_migrates_and_serves_every_read() {
     v2_database(dir.path(), &m, &[0.6, 0.8]);
 
     let store = SqliteStore::open(dir.path()).unwrap();
-    assert_eq!(user_version(&store), 7, "every migration applied");
+    assert_eq!(user_version(&store), 8, "every migration applied");
     assert!(!table_exists(&store, "memory_fts"), "step 6 dropped the FTS5 index");
     assert!(table_exists(&store, "changes"));
 
@@ -144,7 +144,7 @@ fn reopening_a_migrated_store_changes_nothing() {
         store.insert(&m, spine_store::Embedding { model: "m1", vector: &[1.0] }).unwrap();
     }
     let store = SqliteStore::open(dir.path()).unwrap();
-    assert_eq!(user_version(&store), 7);
+    assert_eq!(user_version(&store), 8);
     let got = store.resolve(&Access::read(&Caller::anonymous()), &IdRef::Id(m.id)).unwrap();
     assert_eq!(got.unwrap(), m);
 }

@@ -170,6 +170,17 @@ impl PrecisionArg {
 }
 
 impl EmbedderArgs {
+    /// The same embedder for a process that embeds one text and exits (`spine hook prompt`):
+    /// there `auto` never takes int8, whose weights take longer to prepare at load (~40 ms
+    /// more on two cores) than they save on one text. Any other choice stays as given.
+    pub fn for_one_text(&self) -> EmbedderArgs {
+        let mut one = self.clone();
+        if one.embed_precision == PrecisionArg::Auto && Precision::detect() == Precision::Int8 {
+            one.embed_precision = PrecisionArg::F32;
+        }
+        one
+    }
+
     /// The flags that select this embedder again, for messages (the key is never shown).
     fn flags(&self) -> String {
         match self.embedder {
@@ -311,6 +322,24 @@ mod tests {
         assert!(!shown.contains("sk-secret"));
         let builtin = EmbedderArgs { embedder: EmbedderKind::Builtin, ..openai(None) };
         assert_eq!(builtin.flags(), "--embedder builtin");
+    }
+
+    #[test]
+    fn a_one_text_process_takes_int8_only_when_asked() {
+        let builtin = |p| EmbedderArgs {
+            embedder: EmbedderKind::Builtin,
+            embed_precision: p,
+            ..openai(None)
+        };
+        let auto = builtin(PrecisionArg::Auto).for_one_text().embed_precision;
+        match Precision::detect() {
+            // Where `auto` means int8 for a server, a hook's one prompt goes through f32.
+            Precision::Int8 => assert_eq!(auto, PrecisionArg::F32),
+            _ => assert_eq!(auto, PrecisionArg::Auto),
+        }
+        for asked in [PrecisionArg::F32, PrecisionArg::Int8] {
+            assert_eq!(builtin(asked).for_one_text().embed_precision, asked);
+        }
     }
 
     #[test]

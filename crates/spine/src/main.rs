@@ -84,8 +84,10 @@ fn data_dir(common: &Common, existing: bool) -> Result<PathBuf> {
     Ok(data_dir)
 }
 
-/// Opens the store `common` selects; `existing`: refuse to create an embedded one.
-fn service_store(common: &Common, existing: bool) -> Result<ServiceStore> {
+/// Opens the store `common` selects; `existing`: refuse to create an embedded one; `warm`:
+/// load the embedded store's search index in the background now (a process that will search),
+/// not at its first search.
+fn service_store(common: &Common, existing: bool, warm: bool) -> Result<ServiceStore> {
     if let Some(url) = common.database_url.as_deref().filter(|u| !u.is_empty()) {
         let store = Arc::new(PgStore::connect(url).context("opening the PostgreSQL store")?);
         tracing::info!(database = %store.target(), "store open");
@@ -110,12 +112,14 @@ fn service_store(common: &Common, existing: bool) -> Result<ServiceStore> {
         flag: format!("--data-dir {}", data_dir.display()),
         counts: Arc::new(move |now| counted.state_counts(None, now)),
         store: {
-            let warm = store.clone();
-            std::thread::Builder::new().name("index-load".into()).spawn(move || {
-                if let Err(e) = warm.warm_index() {
-                    tracing::warn!(error = %e, "loading the search index failed; the first search retries");
-                }
-            })?;
+            if warm {
+                let warm = store.clone();
+                std::thread::Builder::new().name("index-load".into()).spawn(move || {
+                    if let Err(e) = warm.warm_index() {
+                        tracing::warn!(error = %e, "loading the search index failed; the first search retries");
+                    }
+                })?;
+            }
             store
         },
     })
@@ -132,7 +136,7 @@ fn build_service_and_store(common: &Common) -> Result<(Service, metrics::StateCo
     let rerank = common.rerank.config()?;
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
     let embedder = embedder::build(&common.embedder, &model_dir)?;
-    let opened = service_store(common, false)?;
+    let opened = service_store(common, false, true)?;
     opened.check_embedder(embedder.as_ref(), common)?;
     tracing::info!(model = %model_dir.display(), "model directory");
     let mut service = Service::new(opened.store, embedder, Arc::new(SystemClock), limits)
@@ -475,12 +479,12 @@ async fn spine_review(common: Common, args: ops::review::ReviewArgs) -> Result<(
 }
 
 /// The service a hook reads through: the existing store (never created by a hook), the
-/// embedder loaded only when `needs_model` (a prompt is embedded; a digest embeds nothing),
-/// no reranker (a hook must be quick).
+/// embedder and the search index loaded only when `needs_model` (a prompt is embedded and
+/// searched for; a digest does neither), no reranker (a hook must be quick).
 fn hook_service(common: &Common, needs_model: bool) -> Result<Service> {
-    let opened = service_store(common, true)?;
+    let opened = service_store(common, true, needs_model)?;
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
-    let embedder = embedder::build_with(&common.embedder, &model_dir, needs_model)?;
+    let embedder = embedder::build_with(&common.embedder.for_one_text(), &model_dir, needs_model)?;
     if needs_model {
         opened.check_embedder(embedder.as_ref(), common)?;
     }

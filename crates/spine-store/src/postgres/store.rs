@@ -11,10 +11,10 @@ use super::rows::{rewrite, stamp, stamp_successor, write};
 use crate::Body;
 use crate::codec::{decode, parse_id};
 use crate::fields::Fields;
-use crate::predicate::{readable_alternatives, writable_at};
+use crate::predicate::writable_at;
 use crate::{
     Access, Adjacent, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour, Order,
-    Page, Result, ScopeFilter, Selection, Shared, Store, StoreError, SupersedeRejection, TagCount,
+    Page, Result, Selection, Shared, Store, StoreError, SupersedeRejection, TagCount,
 };
 
 /// Payloads of the rows `w` selects, in `order` (ORDER BY terms), at most `limit` after
@@ -272,50 +272,7 @@ impl Store for PgStore {
     }
 
     fn scopes(&self, access: &Access, filter: &Filter, limit: usize) -> Result<Vec<String>> {
-        let one_scope = matches!(filter.scope, ScopeFilter::One(_));
-        let mut w = Where::default();
-        let sql = if one_scope {
-            w.access(access);
-            w.filter(filter);
-            let l = w.bind(limit as i64);
-            format!(
-                "SELECT DISTINCT m.scope FROM memories m WHERE {} ORDER BY m.scope LIMIT {l}",
-                w.sql
-            )
-        } else {
-            // Across scopes, a loose index scan: walk the distinct scopes through the
-            // (scope, …) index, one probe each, and keep those holding a record the caller
-            // reads that matches, instead of DISTINCT over every readable row (a scan of the
-            // table). The caller's read rule is probed one alternative at a time, each
-            // through an index that answers it directly — (owner, scope) for the caller's
-            // own records, the partial (scope) index of shared ones — so a scope full of
-            // other owners' private records costs one index lookup, not a walk of its rows.
-            w.filter(filter);
-            let filtered = w.sql.clone();
-            let probes: Vec<String> = readable_alternatives(access, &mut w)
-                .into_iter()
-                .map(|readable| {
-                    format!(
-                        "EXISTS (SELECT 1 FROM memories m WHERE m.scope = s.scope \
-                         AND {readable} AND {filtered})"
-                    )
-                })
-                .collect();
-            let probes = probes.join(" OR ");
-            let l = w.bind(limit as i64);
-            format!(
-                "WITH RECURSIVE s(scope) AS (
-                    (SELECT scope FROM memories ORDER BY scope LIMIT 1)
-                    UNION ALL
-                    SELECT (SELECT n.scope FROM memories n WHERE n.scope > s.scope
-                            ORDER BY n.scope LIMIT 1)
-                    FROM s WHERE s.scope IS NOT NULL
-                 )
-                 SELECT s.scope FROM s
-                 WHERE s.scope IS NOT NULL AND ({probes})
-                 ORDER BY s.scope LIMIT {l}"
-            )
-        };
+        let (w, sql) = Where::scopes(access, filter, limit);
         self.query_where(&sql, &w)?.iter().map(|r| r.text(0)).collect()
     }
 

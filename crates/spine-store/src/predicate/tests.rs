@@ -100,25 +100,41 @@ fn summarize_missing_picks_unsummarised_records_of_its_scope_and_time() {
     assert!(Plain::missing_summaries(&every).sql.starts_with("1 = 1 AND (m.created_at <= :1)"));
 }
 
+/// The probes of a scope listing across scopes, in the order they appear.
+fn probes(sql: &str) -> Vec<&str> {
+    sql.split("EXISTS (SELECT 1 FROM memories m WHERE ")
+        .skip(1)
+        .map(|p| &p[..p.find(')').unwrap_or(p.len())])
+        .collect()
+}
+
 #[test]
-fn the_read_rule_splits_into_alternatives_an_index_answers_alone() {
+fn the_scope_listing_probes_the_read_rule_one_alternative_at_a_time_in_binding_order() {
     let alice = Caller::authenticated("alice", "alice");
-    let mut d = Plain::default();
+    let mut f = Filter::new(ScopeFilter::All);
+    f.created_after = Some(spine_core::Timestamp::from_micros(5_000_000));
+    // Own records, then shared ones: each probe binds its own values where they appear
+    // (SQLite's placeholders are positional), the limit last.
+    let (w, sql) = Plain::scopes(&Access::read(&alice), &f, 7);
     assert_eq!(
-        readable_alternatives(&Access::read(&alice), &mut d),
-        ["m.owner IS NOT NULL AND m.owner = :1", "m.owner IS NOT NULL AND m.visibility = 'shared'"]
+        probes(&sql),
+        [
+            "m.scope = s.scope AND m.owner IS NOT NULL AND m.owner = :1 AND (m.created_at >= :2",
+            "m.scope = s.scope AND m.owner IS NOT NULL AND m.visibility = 'shared' \
+             AND (m.created_at >= :3",
+        ]
     );
-    assert_eq!(d.params, [Bound::Text("alice".into())]);
-    // Own records only: one alternative.
-    let mut d = Plain::default();
-    assert_eq!(
-        readable_alternatives(&Access::owned(&alice), &mut d),
-        ["m.owner IS NOT NULL AND m.owner = :1"]
-    );
-    // The operator reads every record, bound to nothing.
-    let mut d = Plain::default();
-    assert_eq!(readable_alternatives(&Access::operator(), &mut d), ["1 = 1"]);
-    assert!(d.params.is_empty());
+    assert!(sql.ends_with("LIMIT :4"), "{sql}");
+    let from = Bound::Int(5_000_000);
+    assert_eq!(w.params, [Bound::Text("alice".into()), from.clone(), from, Bound::Int(7)]);
+    // Own records only: one probe.
+    let (w, sql) = Plain::scopes(&Access::owned(&alice), &Filter::new(ScopeFilter::All), 3);
+    assert_eq!(probes(&sql), ["m.scope = s.scope AND m.owner IS NOT NULL AND m.owner = :1"]);
+    assert_eq!(w.params, [Bound::Text("alice".into()), Bound::Int(3)]);
+    // The operator reads every record: the probe only asks that the scope has one.
+    let (w, sql) = Plain::scopes(&Access::operator(), &Filter::new(ScopeFilter::All), 3);
+    assert_eq!(probes(&sql), ["m.scope = s.scope"]);
+    assert_eq!(w.params, [Bound::Int(3)]);
 }
 
 #[test]

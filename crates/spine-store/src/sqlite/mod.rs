@@ -792,6 +792,79 @@ mod tests {
         )
     }
 
+    /// A process that never searched (a hook, a command) lists the scopes it reads without
+    /// loading the search index, each probe answered by an index of the table: the caller's
+    /// own records by (owner, scope), shared ones by the partial index of shared records.
+    #[test]
+    fn scopes_are_listed_without_loading_the_search_index() {
+        use crate::{Access, Filter, ScopeFilter, Store};
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let alice = spine_core::Caller::authenticated("alice", "alice");
+        let mut records = Vec::new();
+        for (i, (scope, owner, shared)) in [
+            ("a:project:one", "alice", false),
+            ("b:project:two", "bob", true),
+            ("c:project:three", "bob", false),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let caller = spine_core::Caller::authenticated(owner, owner);
+            let mut m = spine_core::Memory::new(
+                spine_core::ShortId::mint(),
+                format!("record {i}"),
+                spine_core::Scope::parse("scope", scope).unwrap(),
+                spine_core::Source::UserSaid,
+                spine_core::Category::Decision,
+                &caller,
+                spine_core::Timestamp::from_micros(1_800_000_000_000_000),
+            );
+            if shared {
+                m.visibility = spine_core::Visibility::Shared;
+            }
+            records.push(m);
+        }
+        let e = crate::Embedding { model: "m", vector: &[1.0, 0.0] };
+        let items: Vec<_> = records.iter().map(|m| (m.clone(), e)).collect();
+        store.insert_batch(&items).unwrap();
+        let all = Filter::new(ScopeFilter::All);
+        let (access, operator) = (Access::read(&alice), Access::operator());
+        assert_eq!(store.scopes(&access, &all, 10).unwrap(), ["a:project:one", "b:project:two"]);
+        assert_eq!(store.scopes(&operator, &all, 2).unwrap(), ["a:project:one", "b:project:two"]);
+        assert!(store.index.read().unwrap().synced.is_none(), "the index was not loaded");
+
+        // Each probe seeks through an index; no probe reads the table row by row.
+        let (w, sql) = query::Where::scopes(&access, &all, 10);
+        let conn = store.read().unwrap();
+        let mut explain = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let plan: Vec<String> = explain
+            .query_map(rusqlite::params_from_iter(w.params.iter()), |r| r.get(3))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let plan = plan.join("\n");
+        assert!(plan.contains("USING COVERING INDEX memories_owner_scope"), "{plan}");
+        assert!(plan.contains("USING INDEX memories_shared_scope"), "{plan}");
+        assert!(!plan.lines().any(|l| l == "SCAN m" || l.starts_with("SCAN m ")), "{plan}");
+        drop(explain);
+        drop(conn);
+
+        // Once loaded by a search, the index answers the same.
+        drop(store.nearest(&crate::NearestQuery {
+            access: &access,
+            filter: &all,
+            model: "m",
+            vector: &[1.0, 0.0],
+            now: spine_core::Timestamp::from_micros(1_900_000_000_000_000),
+            any: 1,
+            active: 1,
+            exclude: None,
+        }));
+        assert!(store.index.read().unwrap().synced.is_some());
+        assert_eq!(store.scopes(&access, &all, 10).unwrap(), ["a:project:one", "b:project:two"]);
+    }
+
     /// Searches read the index side by side, so one may bring it past the snapshot of
     /// another still running: that older snapshot leaves it as it is (before, it reloaded
     /// every record and took the index back).

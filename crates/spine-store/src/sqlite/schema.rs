@@ -99,4 +99,7 @@ pub(super) const MIGRATIONS: &[&str] = &[
         exported_at INTEGER NOT NULL,
         file TEXT NOT NULL
     ) WITHOUT ROWID;",
+    // 8: shared records by scope, for the scope listing's probe of shared records
+    // (`Where::scopes`), as PostgreSQL's `memories_shared_scope`.
+    "CREATE INDEX memories_shared_scope ON memories(scope) WHERE visibility = 'shared';",
 ];
