@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Latency of `spine hook` from process start to exit, on a store of N records.
 
-usage: python3 scripts/bench-hook.py [path/to/spine] [records] [runs]
+usage: python3 scripts/bench-hook.py [path/to/spine] [records] [runs] [repos]
 
 Builds a store of N records of ~460 characters in one scope of a scratch git repository
 (`bench:project:hookbench`), 20 of them rules: one record is stored through `spine mcp` to
@@ -10,7 +10,9 @@ learn the record format, the rest are written as a `spine export` file and read 
 scans them exactly as real ones, and no embedding is spent on the set-up). Then runs
 `spine hook prompt` with distinct prompts and `spine hook session-start`, each `runs` times,
 timing every process from spawn to exit (model load, store and index load, query embedding,
-search, output), and prints p50 / p95 / max.
+search, output), and prints p50 / p95 / max. With `repos` > 1 the records are spread over
+that many repositories' scopes (`bench:project:hookbench` and `bench:project:other-N`, in
+turn), as in a store that serves several repositories: the hook's holds one in `repos`.
 """
 import base64
 import json
@@ -27,6 +29,7 @@ import uuid
 spine = sys.argv[1] if len(sys.argv) > 1 else "target/release/spine"
 records = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
 runs = int(sys.argv[3]) if len(sys.argv) > 3 else 30
+repos = int(sys.argv[4]) if len(sys.argv) > 4 else 1
 SCOPE = "bench:project:hookbench"
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 WORDS = ("deploy cache index query retry timeout build release schema migration token "
@@ -74,6 +77,8 @@ def build(data, n):
             r["short_id"] = "".join(rng.choice(CROCKFORD) for _ in range(10))
             text = f"Note {i}: " + sentence(rng, 60)
             r["content"] = text[:460]
+            if i % repos:
+                r["scope"] = f"bench:project:other-{i % repos}"
             if i < 20:
                 r["category"], r["scope"] = "rule", "rule:repo:hookbench"
                 r["summary"], r["summary_source"] = sentence(rng, 8), "client"

@@ -220,8 +220,10 @@ fn filters_match_the_sql_filters_and_full_rescoring_is_exact() {
         (pg, db)
     });
 
-    // The same database through a store that never searches: its scope listings are SQL's.
+    // The same database through a store whose index never loads: its scope listings are
+    // SQL's, and its searches exact scans in SQL (`search_without_loading`).
     let cold = SqliteStore::open(dir.path()).unwrap();
+    cold.search_without_loading();
     let mut checked = 0;
     for round in 0..300 {
         let access = random_access(&mut rng);
@@ -286,6 +288,15 @@ fn filters_match_the_sql_filters_and_full_rescoring_is_exact() {
         let got_active: Vec<RecordId> =
             nearest(&store, &access, &filter, &q, 0, 1000).iter().map(|n| n.id).collect();
         assert_eq!(got_active, exact_order(&active, &vectors, &q), "round {round}: active");
+        // The scan answers as the index does: the same neighbours, scores, states, records.
+        let (any, act) = (rng.random_range(0..20), rng.random_range(0..20));
+        let via_index = nearest(&store, &access, &filter, &q, any, act);
+        let scanned = nearest(&cold, &access, &filter, &q, any, act);
+        assert_eq!(scanned.len(), via_index.len(), "round {round}: scan");
+        for (s, i) in scanned.iter().zip(&via_index) {
+            assert_eq!((s.id, &s.states, &s.record), (i.id, &i.states, &i.record), "round {round}");
+            assert!((s.score - i.score).abs() < 1e-6);
+        }
         checked += all.len();
     }
     assert!(checked > 5_000, "the random filters must select something: {checked}");

@@ -85,8 +85,9 @@ fn data_dir(common: &Common, existing: bool) -> Result<PathBuf> {
 }
 
 /// Opens the store `common` selects; `existing`: refuse to create an embedded one; `warm`:
-/// load the embedded store's search index in the background now (a process that will search),
-/// not at its first search.
+/// load the embedded store's search index in the background now (a process serving many
+/// searches), else never (a hook: a search scans its scope in SQL instead,
+/// [`SqliteStore::search_without_loading`]).
 fn service_store(common: &Common, existing: bool, warm: bool) -> Result<ServiceStore> {
     if let Some(url) = common.database_url.as_deref().filter(|u| !u.is_empty()) {
         let store = Arc::new(PgStore::connect(url).context("opening the PostgreSQL store")?);
@@ -119,6 +120,8 @@ fn service_store(common: &Common, existing: bool, warm: bool) -> Result<ServiceS
                         tracing::warn!(error = %e, "loading the search index failed; the first search retries");
                     }
                 })?;
+            } else {
+                store.search_without_loading();
             }
             store
         },
@@ -478,11 +481,12 @@ async fn spine_review(common: Common, args: ops::review::ReviewArgs) -> Result<(
     Ok(())
 }
 
-/// The service a hook reads through: the existing store (never created by a hook), the
-/// embedder and the search index loaded only when `needs_model` (a prompt is embedded and
-/// searched for; a digest does neither), no reranker (a hook must be quick).
+/// The service a hook reads through: the existing store (never created by a hook), whose
+/// search index it never loads (a prompt's search scans its scopes in SQL), the embedder
+/// loaded only when `needs_model` (a prompt is embedded; a digest embeds nothing), no
+/// reranker (a hook must be quick).
 fn hook_service(common: &Common, needs_model: bool) -> Result<Service> {
-    let opened = service_store(common, true, needs_model)?;
+    let opened = service_store(common, true, false)?;
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
     let embedder = embedder::build_with(&common.embedder.for_one_text(), &model_dir, needs_model)?;
     if needs_model {

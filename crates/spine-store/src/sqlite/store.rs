@@ -11,12 +11,50 @@ use super::rows::*;
 use super::*;
 use crate::Body;
 use crate::codec::parse_id;
+use crate::fields::markers;
 use crate::nearest::{Scored, neighbours};
 use crate::predicate::writable_at;
 use crate::{
     Access, Adjacent, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour, Order,
     Page, Result, Selection, Shared, Store, SupersedeRejection, TagCount,
 };
+
+/// [`Store::nearest`] without the index ([`SqliteStore::search_without_loading`]): every
+/// record the filters leave with a vector of the query's model, scored exactly, in `tx`.
+/// The filters are the index's, rendered as SQL (the parity test holds the two together).
+fn scan_nearest(tx: &rusqlite::Transaction<'_>, q: &NearestQuery<'_>) -> Result<Vec<Neighbour>> {
+    if q.vector.is_empty() || (q.any == 0 && q.active == 0) {
+        return Ok(vec![]);
+    }
+    let mut w = Where::default();
+    w.access(q.access);
+    w.filter(q.filter);
+    w.and("v.model = ?", [Value::Text(q.model.to_owned())]);
+    if let Some(ex) = q.exclude {
+        w.and("m.id <> ?", [Value::Text(ex.to_string())]);
+    }
+    let sql = format!(
+        "SELECT m.rowid, m.id, m.archived_at IS NOT NULL, m.superseded_by IS NOT NULL,
+                m.not_before, m.not_after, v.vec
+         FROM memories m JOIN vectors v ON v.memory = m.rowid WHERE {}",
+        w.sql
+    );
+    let mut stmt = tx.prepare_cached(&sql)?;
+    let mut rows = stmt.query(params_from_iter(w.params.iter()))?;
+    let mut scored = Vec::new();
+    let mut vector = Vec::with_capacity(q.vector.len());
+    while let Some(r) = rows.next()? {
+        blob_into(r.get_ref(6)?.as_blob().map_err(rusqlite::Error::from)?, &mut vector);
+        if vector.len() != q.vector.len() {
+            continue;
+        }
+        let score = spine_core::cosine(q.vector, &vector);
+        let id = parse_id(r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?)?;
+        scored.push(Scored { score, id, markers: markers(r, 2)?, record: r.get::<_, i64>(0)? });
+    }
+    let mut body = tx.prepare_cached("SELECT body FROM memories WHERE rowid = ?1")?;
+    neighbours(q, scored, |rowid| Ok(Body::new(body.query_row([rowid], |r| r.get(0))?)))
+}
 
 impl Store for SqliteStore {
     fn insert(&self, m: &Memory, embedding: Embedding<'_>) -> Result<()> {
@@ -117,6 +155,9 @@ impl Store for SqliteStore {
         // One read transaction: the index at least as current as its snapshot
         // (`read_synced`), the proposals re-scored from that snapshot.
         let tx = conn.transaction()?;
+        if self.scans_unloaded() {
+            return scan_nearest(&tx, q);
+        }
         let proposals = read_synced(&self.index, &tx)?.propose(q);
         let mut stmt = tx.prepare_cached("SELECT model, vec FROM vectors WHERE memory = ?1")?;
         let mut scored = Vec::with_capacity(proposals.len());
@@ -167,8 +208,7 @@ impl Store for SqliteStore {
         // million records. One whose index is not (a hook, a command, a server still loading
         // it) asks SQLite, whose loose index scan costs a few lookups a scope, instead of
         // loading every record first (0.3 s at 100,000, 11 s at a million).
-        let loaded = self.index.try_read().is_ok_and(|index| index.synced.is_some());
-        if !loaded {
+        if !self.index_loaded() {
             let (w, sql) = Where::scopes(access, filter, limit);
             let mut stmt = conn.prepare_cached(&sql)?;
             let rows = stmt.query_map(params_from_iter(w.params.iter()), |r| r.get(0))?;
