@@ -154,11 +154,76 @@ const SMOOTHING: f64 = 0.5;
 /// SmoothQuant without calibration data: the weight columns multiplied by
 /// `s = √(range / max|weight column|)` per input channel, and `1/s` to divide the inputs by,
 /// which leaves the product unchanged and evens out the ranges the two quantisations see.
-fn smooth(weight: Tensor, range: Tensor) -> Result<(Tensor, Tensor)> {
-    let reach = range.clamp(1e-5, f32::MAX)?.powf(SMOOTHING)?;
-    let column = weight.abs()?.max(0)?.clamp(1e-5, f32::MAX)?;
-    let s = (reach / column.powf(1.0 - SMOOTHING)?)?.clamp(1e-2, 1e2)?;
-    Ok((weight.broadcast_mul(&s.unsqueeze(0)?)?, s.recip()?))
+/// `weight`: `(out, in)` row-major, smoothed in place; returns `1/s`. Plain loops with the
+/// arithmetic candle's tensor operations did here (`max`/`min` as its `clamp`, `powf`,
+/// division, `recip`), so the same bits: each of candle's operations ran on its barrier
+/// pool, which cost more than the arithmetic at load.
+fn smooth(weight: &mut [f32], range: &[f32]) -> Vec<f32> {
+    let k = range.len();
+    let clamp = |v: f32, lo: f64, hi: f64| {
+        let (lo, hi) = (lo as f32, hi as f32);
+        let v = if v < lo { lo } else { v };
+        if v > hi { hi } else { v }
+    };
+    let mut column = vec![0f32; k];
+    for row in weight.chunks_exact(k) {
+        for (c, w) in column.iter_mut().zip(row) {
+            let a = w.abs();
+            if a > *c {
+                *c = a;
+            }
+        }
+    }
+    let s: Vec<f32> = range
+        .iter()
+        .zip(&column)
+        .map(|(r, c)| {
+            let reach = clamp(*r, 1e-5, f32::MAX as f64).powf(SMOOTHING as f32);
+            let column = clamp(*c, 1e-5, f32::MAX as f64).powf((1.0 - SMOOTHING) as f32);
+            clamp(reach / column, 1e-2, 1e2)
+        })
+        .collect();
+    for row in weight.chunks_exact_mut(k) {
+        row.iter_mut().zip(&s).for_each(|(w, s)| *w *= s);
+    }
+    s.iter().map(|s| s.recip()).collect()
+}
+
+/// `x.round().clamp(-levels, levels) as i8` for a whole `levels`, without a call to
+/// `roundf` per weight (the baseline target has no rounding instruction): bounded first
+/// (NaN to 0, as `as i8` gave), truncated, then one step away from zero where the part cut
+/// off was at least a half, as `f32::round` rounds.
+fn weight_level(x: f32, levels: f32) -> i8 {
+    let x = if x.is_nan() { 0.0 } else { x.clamp(-levels, levels) };
+    // SAFETY: `x` is finite and within ±127, representable as `i32`.
+    let t = unsafe { x.to_int_unchecked::<i32>() };
+    let cut = x - t as f32;
+    (t + i32::from(cut >= 0.5) - i32::from(cut <= -0.5)) as i8
+}
+
+/// The weights of [`Weights::Int8`] from `weight` (`(out, in)` row-major, smoothed in
+/// place when `range` is given): per output channel the scale `max|w| / levels` and the
+/// channel quantised to ±`levels`, in the same `(out, in)` layout; and `1/s` of the
+/// smoothing.
+fn quantize_weights(
+    weight: &mut [f32],
+    k: usize,
+    range: Option<&[f32]>,
+    levels: f32,
+) -> (Vec<i8>, Vec<f32>, Option<Vec<f32>>) {
+    let inv_smooth = range.map(|range| smooth(weight, range));
+    let mut q = vec![0i8; weight.len()];
+    let scale = weight
+        .chunks_exact(k)
+        .zip(q.chunks_exact_mut(k))
+        .map(|(row, q)| {
+            let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let s = if max > 0.0 { max / levels } else { 1.0 };
+            q.iter_mut().zip(row).for_each(|(q, v)| *q = weight_level(v / s, levels));
+            s
+        })
+        .collect();
+    (q, scale, inv_smooth)
 }
 
 /// The largest magnitude of a quantised weight of [`Weights::Int8`]: 127 (8 bits) where
@@ -178,27 +243,13 @@ impl Linear {
     /// The int8 case of [`Linear::new`] ([`Weights::Int8`]).
     fn int8(weight: Tensor, bias: Tensor, range: Option<Tensor>) -> Result<Linear> {
         let (out, k) = weight.dims2()?;
-        let (weight, inv_smooth) = match range {
-            Some(range) => {
-                let (weight, inv) = smooth(weight, range)?;
-                (weight, Some(inv.to_vec1::<f32>()?))
-            }
-            None => (weight, None),
-        };
-        let rows = weight.to_vec2::<f32>()?;
-        let mut q = vec![0i8; out * k];
-        let mut scale = vec![0f32; out];
-        let levels = weight_levels();
-        for (o, row) in rows.iter().enumerate() {
-            let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
-            let s = if max > 0.0 { max / levels } else { 1.0 };
-            scale[o] = s;
-            for (i, v) in row.iter().enumerate() {
-                // (in, out): column o of the matrix the product multiplies by.
-                q[i * out + o] = (v / s).round().clamp(-levels, levels) as i8;
-            }
-        }
-        let q = NdTensorView::from_data([k, out], q.as_slice());
+        let range = range.map(|r| r.to_vec1::<f32>()).transpose()?;
+        let mut w = kernels::with_f32(&weight, |w| w.to_vec())?;
+        let (q, scale, inv_smooth) = quantize_weights(&mut w, k, range.as_deref(), weight_levels());
+        // The `(out, in)` matrix read as `(in, out)`: packing reads it in whatever order it
+        // is laid out.
+        let q = NdTensorView::from_data_with_strides([k, out], q.as_slice(), [1, k])
+            .map_err(|e| candle_core::Error::Msg(format!("a weight's shape: {e}")))?;
         let packed = INT8_GEMM.with(|g| g.prepack_b(q));
         let bias = bias.to_vec1()?;
         Ok(Linear { weights: Weights::Int8 { packed, scale, inv_smooth, bias }, out })

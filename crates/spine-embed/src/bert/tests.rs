@@ -76,3 +76,94 @@ fn quantize_row_matches_the_plain_loop_exactly() {
     assert_eq!(scale, plain(&[f32::INFINITY, 1.0, f32::NEG_INFINITY], None, &mut want));
     assert_eq!(got, want);
 }
+
+/// The weights quantised by plain loops are exactly those of the candle operations and the
+/// loop they replaced: SmoothQuant's scales through candle's `clamp`, `powf`, division,
+/// `broadcast_mul` and `recip`, then `(w / scale).round().clamp(-levels, levels) as i8`,
+/// written column-major. With and without smoothing, at 8 and 7 bits, with ties at a
+/// half, values past the levels and a zero channel.
+#[test]
+fn quantize_weights_matches_the_candle_operations_exactly() -> Result<()> {
+    fn candle_smooth(weight: Tensor, range: Tensor) -> Result<(Tensor, Tensor)> {
+        let reach = range.clamp(1e-5, f32::MAX)?.powf(SMOOTHING)?;
+        let column = weight.abs()?.max(0)?.clamp(1e-5, f32::MAX)?;
+        let s = (reach / column.powf(1.0 - SMOOTHING)?)?.clamp(1e-2, 1e2)?;
+        Ok((weight.broadcast_mul(&s.unsqueeze(0)?)?, s.recip()?))
+    }
+    let cpu = &Device::Cpu;
+    let (out, k) = (24, 40);
+    let mut w: Vec<f32> = (0..out * k)
+        .map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 97.0 * (1 + i % 7) as f32)
+        .collect();
+    w[..k].iter_mut().for_each(|v| *v = 0.0);
+    // Row 1: whole and half steps of its scale (its largest magnitude is 127).
+    for (i, v) in w[k..2 * k].iter_mut().enumerate() {
+        *v = (i as f32 - 20.0) * 6.5 - 0.5;
+    }
+    let range: Vec<f32> =
+        (0..k).map(|i| (i % 11) as f32 * 0.7 + if i == 5 { 40.0 } else { 0.0 }).collect();
+    for levels in [127.0f32, 63.0] {
+        for smoothed in [false, true] {
+            let weight = Tensor::from_vec(w.clone(), (out, k), cpu)?;
+            let (weight, inv) = match smoothed {
+                true => {
+                    let (wt, inv) =
+                        candle_smooth(weight, Tensor::from_vec(range.clone(), k, cpu)?)?;
+                    (wt, Some(inv.to_vec1::<f32>()?))
+                }
+                false => (weight, None),
+            };
+            let rows = weight.to_vec2::<f32>()?;
+            let (mut want_q, mut want_scale) = (vec![0i8; out * k], vec![0f32; out]);
+            for (o, row) in rows.iter().enumerate() {
+                let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
+                let s = if max > 0.0 { max / levels } else { 1.0 };
+                want_scale[o] = s;
+                for (i, v) in row.iter().enumerate() {
+                    want_q[i * out + o] = (v / s).round().clamp(-levels, levels) as i8;
+                }
+            }
+            let mut mine = w.clone();
+            let (q, scale, got_inv) =
+                quantize_weights(&mut mine, k, smoothed.then_some(range.as_slice()), levels);
+            let q_column_major: Vec<i8> = (0..k)
+                .flat_map(|i| (0..out).map(move |o| (i, o)))
+                .map(|(i, o)| q[o * k + i])
+                .collect();
+            assert_eq!(q_column_major, want_q, "levels {levels}, smoothed {smoothed}");
+            assert_eq!(
+                scale.iter().map(|s| s.to_bits()).collect::<Vec<_>>(),
+                want_scale.iter().map(|s| s.to_bits()).collect::<Vec<_>>()
+            );
+            let bits =
+                |v: Option<Vec<f32>>| v.map(|v| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+            assert_eq!(bits(got_inv), bits(inv));
+        }
+    }
+    // The rounding alone, at its edges, against `round` then `clamp` then `as i8`.
+    for x in [
+        0.5f32,
+        -0.5,
+        1.5,
+        -2.5,
+        0.49999997,
+        -0.49999997,
+        126.5,
+        127.4,
+        200.0,
+        -1e9,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        62.5,
+        63.5,
+        -63.5,
+        0.0,
+        -0.0,
+    ] {
+        for levels in [127.0f32, 63.0] {
+            assert_eq!(weight_level(x, levels), x.round().clamp(-levels, levels) as i8, "{x}");
+        }
+    }
+    Ok(())
+}
