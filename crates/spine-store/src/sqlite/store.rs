@@ -52,6 +52,16 @@ fn scan_nearest(tx: &rusqlite::Transaction<'_>, q: &NearestQuery<'_>) -> Result<
         let id = parse_id(r.get_ref(1)?.as_str().map_err(rusqlite::Error::from)?)?;
         scored.push(Scored { score, id, markers: markers(r, 2)?, record: r.get::<_, i64>(0)? });
     }
+    answer(tx, q, scored)
+}
+
+/// The neighbours `q` asks for among `scored` (by rowid), each active one's record read in
+/// `tx`, the snapshot that scored them: their rows are there.
+fn answer(
+    tx: &rusqlite::Transaction<'_>,
+    q: &NearestQuery<'_>,
+    scored: Vec<Scored<i64>>,
+) -> Result<Vec<Neighbour>> {
     let mut body = tx.prepare_cached("SELECT body FROM memories WHERE rowid = ?1")?;
     neighbours(q, scored, |rowid| Ok(Body::new(body.query_row([rowid], |r| r.get(0))?)))
 }
@@ -174,9 +184,8 @@ impl Store for SqliteStore {
             let score = spine_core::cosine(q.vector, &vector);
             scored.push(Scored { score, id: p.id, markers: p.markers, record: p.rowid });
         }
-        let mut body = tx.prepare_cached("SELECT body FROM memories WHERE rowid = ?1")?;
         // Only records whose vector this snapshot holds were scored: their rows are here.
-        neighbours(q, scored, |rowid| Ok(Body::new(body.query_row([rowid], |r| r.get(0))?)))
+        answer(&tx, q, scored)
     }
 
     fn get_many(&self, ids: &[RecordId]) -> Result<Vec<Memory>> {
