@@ -169,12 +169,46 @@ const STATEMENT_CACHE: usize = 64;
 /// those SQLite picks without the values, which is how Spine's queries are written.
 fn open_connection(path: &Path) -> Result<Connection> {
     let conn = Connection::open(path)?;
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    conn.busy_timeout(BUSY_WAIT)?;
     conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
     conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
     conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)
+}
+
+/// How long a connection waits for a lock another connection holds before it answers
+/// "database is locked" (`busy_timeout`, and [`enter_wal`]'s retries).
+const BUSY_WAIT: Duration = Duration::from_secs(10);
+
+/// Puts the database in WAL mode (a lasting property of the file: a no-op once any
+/// process has done it).
+///
+/// The first switch takes the exclusive lock, and SQLite answers a connection that meets
+/// another's lock on the way with "database is locked" at once, without the busy wait:
+/// agents started together on a fresh data directory (ten `spine mcp` at once) lost one
+/// now and then at start-up. The switch is retried until it succeeds or [`BUSY_WAIT`]
+/// passes; another process finishing it first is success.
+fn enter_wal(conn: &Connection, path: &Path) -> Result<()> {
+    let deadline = Instant::now() + BUSY_WAIT;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)) {
+            Ok(mode) => {
+                if !mode.eq_ignore_ascii_case("wal") {
+                    tracing::warn!(path = %path.display(), mode, "the database cannot use WAL mode; readers will wait for writers");
+                }
+                return Ok(());
+            }
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy && Instant::now() < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// SQLite-backed [`Store`].
@@ -277,7 +311,7 @@ impl SqliteStore {
         // rebuilding a torn WAL-index header, another process writing). Taking the write
         // lock at BEGIN waits for it like any other write.
         conn.set_transaction_behavior(rusqlite::TransactionBehavior::Immediate);
-        conn.pragma_update(None, "journal_mode", "WAL")?;
+        enter_wal(&conn, &path)?;
         conn.pragma_update(None, "synchronous", COMMIT_SYNC)?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let conn = Arc::new(Mutex::new(conn));
@@ -305,7 +339,7 @@ impl SqliteStore {
     pub fn layout(data_dir: &Path) -> Result<Layout> {
         let path = data_dir.join(DB_FILE);
         let conn = Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        conn.busy_timeout(BUSY_WAIT)?;
         conn.pragma_update(None, "query_only", "ON")?;
         let at: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
         Ok(Layout { at: usize::try_from(at).unwrap_or(usize::MAX), current: MIGRATIONS.len() })
@@ -691,6 +725,34 @@ mod tests {
                 .unwrap();
             assert_eq!(n, 0);
             let _ = release.send(());
+        });
+    }
+
+    /// Opening a fresh data directory while another connection holds the write lock of its
+    /// new file (another process opening it at the same moment) waits for that lock and
+    /// opens in WAL mode, instead of failing with "database is locked": SQLite's switch to
+    /// WAL answers a held lock at once, without the busy wait.
+    #[test]
+    fn opening_a_fresh_store_waits_for_another_connection_holding_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = Connection::open(dir.path().join(DB_FILE)).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let held = std::sync::Barrier::new(2);
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            let held = &held;
+            s.spawn(move || {
+                held.wait();
+                // Long enough that the open below meets the lock; its retries outlast it.
+                let _ = released.recv_timeout(Duration::from_millis(150));
+                other.execute_batch("COMMIT").unwrap();
+            });
+            held.wait();
+            let store = SqliteStore::open(dir.path()).expect("the open waits for the lock");
+            let _ = release.send(());
+            let mode: String =
+                store.lock().pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
+            assert_eq!(mode, "wal");
         });
     }
 
