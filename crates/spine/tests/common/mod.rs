@@ -78,10 +78,19 @@ pub async fn stdio_client_with(data: &std::path::Path, extra: &[&str]) -> Client
     let mut cmd = tokio::process::Command::new(SPINE);
     cmd.arg("mcp").arg("--data-dir").arg(data).args(extra);
     backend_env(cmd.as_std_mut(), data);
-    // The builder, unlike `new`, lets the server's logs go somewhere other than the test's.
+    // The server's log goes to a file of its own (the builder, unlike `new`, lets it go
+    // somewhere other than the test's output), read back only if the server never answers.
+    let log = tempfile::NamedTempFile::new().expect("a file for the server's log");
+    let stderr = log.as_file().try_clone().expect("the log file's handle");
     let (transport, _) =
-        TokioChildProcess::builder(cmd).stderr(Stdio::null()).spawn().expect("spawn spine mcp");
-    ().serve(transport).await.expect("initialize over stdio")
+        TokioChildProcess::builder(cmd).stderr(stderr).spawn().expect("spawn spine mcp");
+    match ().serve(transport).await {
+        Ok(client) => client,
+        Err(e) => {
+            let said = std::fs::read_to_string(log.path()).unwrap_or_default();
+            panic!("initialize over stdio: {e}; the server's log:\n{said}")
+        }
+    }
 }
 
 /// `spine mcp` over `data` with piped stdin and stdout, for tests that speak raw JSON-RPC.
