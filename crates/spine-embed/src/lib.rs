@@ -283,9 +283,9 @@ impl BuiltinEmbedder {
         let weights = dir.join("model.safetensors");
         // SAFETY: the weights file is mapped read-only; nothing writes the model directory
         // while Spine runs (scripts/fetch-model.sh replaces files by renaming, which leaves
-        // a mapped file's contents as they were). Candle copies the dense layers' weights out
-        // of one map while loading; the encoder keeps the other to read the word-embedding
-        // table in place for as long as it lives.
+        // a mapped file's contents as they were). The small tensors load through candle
+        // from one map; the dense layers are packed straight from the other, which the
+        // encoder keeps to read the word-embedding table in place for as long as it lives.
         let model = unsafe {
             candle_nn::VarBuilder::from_mmaped_safetensors(&[&weights], DType::F32, &Device::Cpu)
                 .and_then(|vb| Ok((vb, MmapedSafetensors::new(&weights)?)))

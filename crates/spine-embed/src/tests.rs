@@ -341,6 +341,31 @@ fn weights_with_a_bert_prefix_load_too() {
     assert!(diff < 1e-6, "{diff}");
 }
 
+/// Dense weights a file stores in another type than f32 (here f16, as half-size copies of
+/// models ship) load converted, where f32 ones are read in place from the map.
+#[test]
+fn dense_weights_stored_as_f16_load_converted() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = default_model_dir();
+    for f in ["config.json", "tokenizer.json"] {
+        std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
+    }
+    let tensors = candle_core::safetensors::load(src.join("model.safetensors"), &Device::Cpu)
+        .unwrap()
+        .into_iter()
+        .map(|(name, t)| {
+            let t = if name.starts_with("encoder.") { t.to_dtype(DType::F16).unwrap() } else { t };
+            (name, t)
+        })
+        .collect::<std::collections::HashMap<_, _>>();
+    candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
+    let half = BuiltinEmbedder::load_with(dir.path(), Precision::F32).unwrap();
+    let text = ["The cat sits on the mat"];
+    let (got, want) = (&half.embed(&text).unwrap()[0], &f32_model().embed(&text).unwrap()[0]);
+    let diff = max_diff(got, want);
+    assert!(diff > 0.0 && diff < 1e-2, "f16 weights move the vector a little: {diff}");
+}
+
 #[test]
 fn cosine_edge_cases() {
     assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);

@@ -13,8 +13,7 @@ fn int8_matches_the_f32_product_within_its_quantisation() -> Result<()> {
         .collect();
     let bias: Vec<f32> = (0..n).map(|i| i as f32 / 10.0).collect();
     let cpu = &Device::Cpu;
-    let weight = Tensor::from_vec(w.clone(), (n, k), cpu)?;
-    let layer = Linear::int8(weight, Tensor::from_vec(bias.clone(), n, cpu)?, None)?;
+    let layer = Linear::int8(&w, k, bias.clone(), None)?;
     let y = layer.forward(&Tensor::from_vec(x.clone(), (2, rows / 2, k), cpu)?, false)?;
     assert_eq!(y.dims(), [2, rows / 2, n]);
     let y = y.flatten_all()?.to_vec1::<f32>()?;
