@@ -473,7 +473,15 @@ impl SqliteStore {
         Ok(Reader { store: self, conn: Some(conn), mapped })
     }
 
+    /// Applies the migrations the database lacks. Nearly every open finds none: that is read
+    /// without the write lock, so a process starting beside another's long write (an
+    /// import, a purge) does not wait for it, and, having committed nothing, reads through
+    /// the memory map from its first read ([`QUIET`]).
     fn migrate(&self) -> Result<()> {
+        let at: i64 = self.lock().pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if usize::try_from(at).is_ok_and(|at| at == MIGRATIONS.len()) {
+            return Ok(());
+        }
         self.write_alone(|conn| self.migrate_on(conn))
     }
 
@@ -754,6 +762,21 @@ mod tests {
                 store.lock().pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
             assert_eq!(mode, "wal");
         });
+    }
+
+    /// A store at the current layout opens while another connection holds the write lock
+    /// (another process's long write): the open writes nothing, so it neither waits for the
+    /// lock nor marks the store as just written.
+    #[test]
+    fn a_current_store_opens_beside_another_writer_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(SqliteStore::open(dir.path()).unwrap());
+        let other = Connection::open(dir.path().join(DB_FILE)).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE; CREATE TABLE held (a INTEGER);").unwrap();
+        let store = SqliteStore::open(dir.path()).expect("opens without the write lock");
+        assert!(store.commits.quiet(), "nothing committed: reads go through the memory map");
+        assert_eq!(SqliteStore::layout(dir.path()).unwrap().at, MIGRATIONS.len());
+        other.execute_batch("COMMIT").unwrap();
     }
 
     /// The write connection runs no checkpoint of its own (SQLite's automatic one would run
