@@ -93,15 +93,15 @@ impl Service {
         let SupersedeRequest { record, supersedes, validate_only, idempotency_key: key } = r;
         let mut new = self.new_memory(caller, record)?;
 
-        // Resolve among the caller's own records; collapse duplicates and spellings.
+        // Resolve among the caller's own records, every target at once (one round trip on
+        // PostgreSQL); collapse duplicates and spellings.
         let owned = Access::owned(caller);
+        let wanted: Vec<IdRef> = supersedes.iter().filter_map(|t| t.id.clone()).collect();
+        let mut found = self.store.resolve_each(&owned, &wanted).map_err(store_error)?.into_iter();
         let mut targets: Vec<Target> = Vec::new();
         let mut not_found: Vec<&str> = Vec::new();
         for TargetRef { input, id } in &supersedes {
-            let record = match id {
-                Some(r) => self.store.resolve(&owned, r).map_err(store_error)?,
-                None => None,
-            };
+            let record = id.as_ref().and_then(|_| found.next().flatten());
             match record {
                 None => {
                     if !not_found.contains(&input.as_str()) {
