@@ -322,8 +322,9 @@ fn corrupt_files_are_load_errors() {
     }
 }
 
-#[test]
-fn weights_with_a_bert_prefix_load_too() {
+/// A model directory beside the real one, its weights file rewritten with `each` applied to
+/// every (name, tensor).
+fn rewritten_model(each: impl Fn(String, Tensor) -> (String, Tensor)) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let src = default_model_dir();
     for f in ["config.json", "tokenizer.json"] {
@@ -332,9 +333,15 @@ fn weights_with_a_bert_prefix_load_too() {
     let tensors = candle_core::safetensors::load(src.join("model.safetensors"), &Device::Cpu)
         .unwrap()
         .into_iter()
-        .map(|(name, t)| (format!("bert.{name}"), t))
+        .map(|(name, t)| each(name, t))
         .collect::<std::collections::HashMap<_, _>>();
     candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
+    dir
+}
+
+#[test]
+fn weights_with_a_bert_prefix_load_too() {
+    let dir = rewritten_model(|name, t| (format!("bert.{name}"), t));
     let prefixed = BuiltinEmbedder::load(dir.path()).unwrap();
     let text = ["The cat sits on the mat"];
     let diff = max_diff(&prefixed.embed(&text).unwrap()[0], &model().embed(&text).unwrap()[0]);
@@ -345,20 +352,10 @@ fn weights_with_a_bert_prefix_load_too() {
 /// models ship) load converted, where f32 ones are read in place from the map.
 #[test]
 fn dense_weights_stored_as_f16_load_converted() {
-    let dir = tempfile::tempdir().unwrap();
-    let src = default_model_dir();
-    for f in ["config.json", "tokenizer.json"] {
-        std::fs::copy(src.join(f), dir.path().join(f)).unwrap();
-    }
-    let tensors = candle_core::safetensors::load(src.join("model.safetensors"), &Device::Cpu)
-        .unwrap()
-        .into_iter()
-        .map(|(name, t)| {
-            let t = if name.starts_with("encoder.") { t.to_dtype(DType::F16).unwrap() } else { t };
-            (name, t)
-        })
-        .collect::<std::collections::HashMap<_, _>>();
-    candle_core::safetensors::save(&tensors, dir.path().join("model.safetensors")).unwrap();
+    let dir = rewritten_model(|name, t| {
+        let t = if name.starts_with("encoder.") { t.to_dtype(DType::F16).unwrap() } else { t };
+        (name, t)
+    });
     let half = BuiltinEmbedder::load_with(dir.path(), Precision::F32).unwrap();
     let text = ["The cat sits on the mat"];
     let (got, want) = (&half.embed(&text).unwrap()[0], &f32_model().embed(&text).unwrap()[0]);

@@ -704,14 +704,11 @@ mod tests {
         assert_eq!(pads(&store), vec![3], "the next batch commits");
     }
 
-    /// A write transaction that reads first waits for a write lock another connection
-    /// holds, as a plain write does, instead of failing with "database is locked" when it
-    /// comes to write.
-    #[test]
-    fn a_write_that_reads_first_waits_for_another_writer() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(dir.path()).unwrap();
-        let other = Connection::open(dir.path().join(DB_FILE)).unwrap();
+    /// Runs `f` while a connection to `path` holds the write lock, which it lets go 150 ms
+    /// after `f` starts (long enough that what `f` does meets the lock; SQLite's busy wait
+    /// and [`enter_wal`]'s retries outlast it) or as soon as `f` returns.
+    fn with_write_lock_held<T>(path: &Path, f: impl FnOnce() -> T) -> T {
+        let other = Connection::open(path.join(DB_FILE)).unwrap();
         other.execute_batch("BEGIN IMMEDIATE").unwrap();
         let held = std::sync::Barrier::new(2);
         let (release, released) = std::sync::mpsc::channel::<()>();
@@ -719,21 +716,32 @@ mod tests {
             let held = &held;
             s.spawn(move || {
                 held.wait();
-                // Long enough that the write below meets the lock; the busy wait outlasts it.
                 let _ = released.recv_timeout(Duration::from_millis(150));
                 other.execute_batch("COMMIT").unwrap();
             });
             held.wait();
-            let n: i64 = store
-                .write(|tx| {
-                    let n = tx.query_row("SELECT count(*) FROM memories", [], |r| r.get(0))?;
-                    tx.execute("CREATE TABLE t (a INTEGER)", [])?;
-                    Ok(n)
-                })
-                .unwrap();
-            assert_eq!(n, 0);
+            let out = f();
             let _ = release.send(());
-        });
+            out
+        })
+    }
+
+    /// A write transaction that reads first waits for a write lock another connection
+    /// holds, as a plain write does, instead of failing with "database is locked" when it
+    /// comes to write.
+    #[test]
+    fn a_write_that_reads_first_waits_for_another_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path()).unwrap();
+        let n: i64 = with_write_lock_held(dir.path(), || {
+            store.write(|tx| {
+                let n = tx.query_row("SELECT count(*) FROM memories", [], |r| r.get(0))?;
+                tx.execute("CREATE TABLE t (a INTEGER)", [])?;
+                Ok(n)
+            })
+        })
+        .unwrap();
+        assert_eq!(n, 0);
     }
 
     /// Opening a fresh data directory while another connection holds the write lock of its
@@ -743,25 +751,11 @@ mod tests {
     #[test]
     fn opening_a_fresh_store_waits_for_another_connection_holding_its_file() {
         let dir = tempfile::tempdir().unwrap();
-        let other = Connection::open(dir.path().join(DB_FILE)).unwrap();
-        other.execute_batch("BEGIN IMMEDIATE").unwrap();
-        let held = std::sync::Barrier::new(2);
-        let (release, released) = std::sync::mpsc::channel::<()>();
-        std::thread::scope(|s| {
-            let held = &held;
-            s.spawn(move || {
-                held.wait();
-                // Long enough that the open below meets the lock; its retries outlast it.
-                let _ = released.recv_timeout(Duration::from_millis(150));
-                other.execute_batch("COMMIT").unwrap();
-            });
-            held.wait();
-            let store = SqliteStore::open(dir.path()).expect("the open waits for the lock");
-            let _ = release.send(());
-            let mode: String =
-                store.lock().pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
-            assert_eq!(mode, "wal");
-        });
+        let store = with_write_lock_held(dir.path(), || SqliteStore::open(dir.path()))
+            .expect("the open waits for the lock");
+        let mode: String =
+            store.lock().pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
+        assert_eq!(mode, "wal");
     }
 
     /// A store at the current layout opens while another connection holds the write lock
