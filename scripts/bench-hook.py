@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Latency of `spine hook` from process start to exit, on a store of N records.
 
-usage: python3 scripts/bench-hook.py [path/to/spine] [records] [runs] [repos]
+usage: python3 scripts/bench-hook.py [path/to/spine] [records] [runs] [repos] [busy]
 
 Builds a store of N records of ~460 characters in one scope of a scratch git repository
 (`bench:project:hookbench`), 20 of them rules: one record is stored through `spine mcp` to
@@ -13,6 +13,8 @@ timing every process from spawn to exit (model load, store and index load, query
 search, output), and prints p50 / p95 / max. With `repos` > 1 the records are spread over
 that many repositories' scopes (`bench:project:hookbench` and `bench:project:other-N`, in
 turn), as in a store that serves several repositories: the hook's holds one in `repos`.
+With `busy` > 0, that many processes spin at normal priority while the hooks run, as a
+build on every core would (give the machine's core count).
 """
 import base64
 import json
@@ -30,6 +32,7 @@ spine = sys.argv[1] if len(sys.argv) > 1 else "target/release/spine"
 records = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000
 runs = int(sys.argv[3]) if len(sys.argv) > 3 else 30
 repos = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+busy = int(sys.argv[5]) if len(sys.argv) > 5 else 0
 SCOPE = "bench:project:hookbench"
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 WORDS = ("deploy cache index query retry timeout build release schema migration token "
@@ -119,6 +122,8 @@ with tempfile.TemporaryDirectory() as tmp:
     build(data, records)
     print(f"store of {records} records built in {time.perf_counter() - t0:.1f} s")
     hook = [spine, "hook", "--data-dir", data]
+    spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(busy)]
     rng = random.Random(7)
     prompts, starts = [], []
     printed = 0
@@ -130,6 +135,9 @@ with tempfile.TemporaryDirectory() as tmp:
         printed += len(out)
         ms, _ = timed(hook + ["session-start"], json.dumps({"cwd": repo, "source": "startup"}))
         starts.append(ms)
+    for p in spinning:
+        p.kill()
+        p.wait()
     assert printed > 0, "the prompt hook printed nothing"
     report("spine hook prompt (model load + embed + search)", prompts)
     report("spine hook session-start (no model)", starts)

@@ -3,8 +3,9 @@
 //! - The built-in model loads on a background thread so the server answers `initialize`
 //!   at once; the first call that needs a vector waits for the load to finish.
 //! - An OpenAI-compatible server is used instead with `--embedder openai`.
-//! - Either sits behind an LRU cache of query embeddings, and concurrent calls share
-//!   forward passes (or HTTP requests) through a [`BatchingEmbedder`].
+//! - In a server either sits behind an LRU cache of query embeddings, and concurrent calls
+//!   share forward passes (or HTTP requests) through a [`BatchingEmbedder`]; a hook, which
+//!   embeds one text, uses the provider alone ([`build_for_one_text`]).
 //! - A store holding vectors of another embedder is refused at start-up; `spine reindex`
 //!   re-embeds it (`ops::reindex`, docs/embeddings.md).
 
@@ -43,8 +44,10 @@ fn load(dir: &Path, precision: Precision) -> Loaded {
 
 impl BackgroundEmbedder {
     /// Checks that the weights exist (so a missing model stops the server with instructions
-    /// instead of failing later), then starts loading them.
-    pub fn start(dir: &Path, precision: Precision) -> Result<Self> {
+    /// instead of failing later), then starts loading them; `lower`: at the note lane's
+    /// lower priority (a server, whose calls come first), else at the process's own (a
+    /// process that waits on nothing but the model, [`build_for_one_text`]).
+    pub fn start(dir: &Path, precision: Precision, lower: bool) -> Result<Self> {
         let missing: Vec<String> =
             MODEL_FILES.iter().filter(|f| !dir.join(f).is_file()).map(|f| f.to_string()).collect();
         if !missing.is_empty() {
@@ -53,10 +56,12 @@ impl BackgroundEmbedder {
         let cell: Arc<OnceLock<Loaded>> = Arc::new(OnceLock::new());
         let (bg, bg_dir) = (cell.clone(), dir.to_path_buf());
         std::thread::Builder::new().name("model-load".into()).spawn(move || {
-            // Loading runs at the note lane's lower priority (spine_embed::BatchingEmbedder);
+            // A server loads at the note lane's lower priority (spine_embed::BatchingEmbedder);
             // rayon's global pool, which runs the large requests that bypass the lanes
             // (imports, reindexing), may start here and inherit it.
-            spine_embed::lower_priority();
+            if lower {
+                spine_embed::lower_priority();
+            }
             bg.get_or_init(|| load(&bg_dir, precision));
         })?;
         Ok(BackgroundEmbedder { cell, dir: dir.to_path_buf(), precision })
@@ -206,21 +211,51 @@ impl EmbedderArgs {
 /// The configured embedder behind the batcher and the query-embedding cache. The built-in model loads in
 /// the background; the HTTP provider makes no request until the first embedding.
 pub fn build(args: &EmbedderArgs, model_dir: &Path) -> Result<Arc<dyn Embedder>> {
-    build_with(args, model_dir, true)
+    let provider = provider(args, model_dir, Load::Background)?;
+    Ok(Arc::new(CachedEmbedder::new(BatchingEmbedder::new(provider))))
 }
 
-/// [`build`], with the built-in model loading in the background only when `eager` (else on
-/// first use).
-pub fn build_with(args: &EmbedderArgs, model_dir: &Path, eager: bool) -> Result<Arc<dyn Embedder>> {
-    let inner: Box<dyn Embedder> = match args.embedder {
+/// The embedder of a process that embeds one text and exits (`spine hook prompt`), as
+/// [`EmbedderArgs::for_one_text`] chooses it: the provider alone, without the batcher and
+/// the query cache (one text shares no pass and repeats no query), and with the model
+/// loading and its pass running at the process's own priority rather than the batcher's
+/// lower ones. The process waits on nothing else, and beside a busy machine (a build on
+/// every core) the lower priority left it a sliver of a core (docs/hooks.md). The built-in
+/// model loads at once when `eager`, else on first use.
+pub fn build_for_one_text(
+    args: &EmbedderArgs,
+    model_dir: &Path,
+    eager: bool,
+) -> Result<Arc<dyn Embedder>> {
+    let load = if eager { Load::Now } else { Load::OnUse };
+    Ok(Arc::from(provider(&args.for_one_text(), model_dir, load)?))
+}
+
+/// When the built-in model loads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Load {
+    /// Now, on a thread at the embedding workers' lower priority (a server).
+    Background,
+    /// Now, on a thread at the process's priority.
+    Now,
+    /// At the first embedding, on the caller's thread.
+    OnUse,
+}
+
+/// The embedder `args` selects, unwrapped.
+fn provider(args: &EmbedderArgs, model_dir: &Path, load: Load) -> Result<Box<dyn Embedder>> {
+    Ok(match args.embedder {
         EmbedderKind::Builtin => {
             if args.embed_url.is_some() || args.embed_model.is_some() {
                 tracing::warn!("--embed-url and --embed-model are ignored with --embedder builtin");
             }
             let precision = args.embed_precision.precision();
-            match eager {
-                true => Box::new(BackgroundEmbedder::start(model_dir, precision)?),
-                false => Box::new(BackgroundEmbedder::lazy(model_dir, precision)),
+            match load {
+                Load::Background => {
+                    Box::new(BackgroundEmbedder::start(model_dir, precision, true)?)
+                }
+                Load::Now => Box::new(BackgroundEmbedder::start(model_dir, precision, false)?),
+                Load::OnUse => Box::new(BackgroundEmbedder::lazy(model_dir, precision)),
             }
         }
         EmbedderKind::Openai => {
@@ -244,8 +279,7 @@ pub fn build_with(args: &EmbedderArgs, model_dir: &Path, eager: bool) -> Result<
             );
             Box::new(embedder)
         }
-    };
-    Ok(Arc::new(CachedEmbedder::new(BatchingEmbedder::new(inner))))
+    })
 }
 
 /// Refuses a store holding vectors of another embedder than `embedder`: their similarity
@@ -340,6 +374,58 @@ mod tests {
         for asked in [PrecisionArg::F32, PrecisionArg::Int8] {
             assert_eq!(builtin(asked).for_one_text().embed_precision, asked);
         }
+    }
+
+    /// The nice value of this process's first thread named `name` that is running now.
+    #[cfg(target_os = "linux")]
+    fn nice_of(name: &str) -> Option<i64> {
+        for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+            let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+            if comm.trim_end() != name {
+                continue;
+            }
+            // After the command's closing parenthesis: the state (field 3) … the nice (19).
+            let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
+            return stat[stat.rfind(')')? + 2..].split(' ').nth(16)?.parse().ok();
+        }
+        None
+    }
+
+    /// A one-text process (a hook) loads the model at its own priority; a server at the
+    /// embedding workers' lower one. Each builds the real model and watches its loading
+    /// thread until the first embedding, which waits for the load, returns.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_one_text_process_loads_the_model_at_its_own_priority() {
+        // SAFETY: a plain system call about the calling thread.
+        let own = i64::from(unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) });
+        let args = EmbedderArgs { embedder: EmbedderKind::Builtin, ..openai(None) };
+        let dir = spine_embed::default_model_dir();
+        // The nice of the loading thread of an embedder `make` builds; a load too quick to be
+        // seen running (a busy machine's scheduler) is tried again.
+        let loading_nice = |make: &dyn Fn() -> Arc<dyn Embedder>| {
+            (0..5).find_map(|_| {
+                let e = make();
+                let done = std::sync::atomic::AtomicBool::new(false);
+                std::thread::scope(|s| {
+                    s.spawn(|| {
+                        e.embed(&["a first text"]).expect("the model loads");
+                        done.store(true, std::sync::atomic::Ordering::Release);
+                    });
+                    let mut seen = None;
+                    while !done.load(std::sync::atomic::Ordering::Acquire) {
+                        seen = seen.or_else(|| nice_of("model-load"));
+                        std::thread::yield_now();
+                    }
+                    seen
+                })
+            })
+        };
+        let hook = loading_nice(&|| build_for_one_text(&args, &dir, true).unwrap());
+        assert_eq!(hook, Some(own), "a hook's model loads at the process's priority");
+        let server = loading_nice(&|| build(&args, &dir).unwrap());
+        let lowered = own.max(i64::from(spine_embed::WORKER_NICE));
+        assert_eq!(server, Some(lowered), "a server's loads below its calls");
     }
 
     #[test]

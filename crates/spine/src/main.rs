@@ -488,7 +488,7 @@ async fn spine_review(common: Common, args: ops::review::ReviewArgs) -> Result<(
 fn hook_service(common: &Common, needs_model: bool) -> Result<Service> {
     let opened = service_store(common, true, false)?;
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
-    let embedder = embedder::build_with(&common.embedder.for_one_text(), &model_dir, needs_model)?;
+    let embedder = embedder::build_for_one_text(&common.embedder, &model_dir, needs_model)?;
     if needs_model {
         opened.check_embedder(embedder.as_ref(), common)?;
     }
