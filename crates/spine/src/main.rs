@@ -84,11 +84,19 @@ fn data_dir(common: &Common, existing: bool) -> Result<PathBuf> {
     Ok(data_dir)
 }
 
-/// Opens the store `common` selects; `existing`: refuse to create an embedded one; `warm`:
-/// load the embedded store's search index in the background now (a process serving many
-/// searches), else never (a hook: a search scans its scope in SQL instead,
-/// [`SqliteStore::search_without_loading`]).
-fn service_store(common: &Common, existing: bool, warm: bool) -> Result<ServiceStore> {
+/// Who opens a store ([`service_store`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Opener {
+    /// A server: creates the embedded store if there is none, and loads its search index in
+    /// the background at once (it will serve many searches).
+    Server,
+    /// A hook: opens only an existing store (never creates one) and never loads its search
+    /// index (a search scans its scope in SQL, [`SqliteStore::search_without_loading`]).
+    Hook,
+}
+
+/// Opens the store `common` selects, as `opener` needs it.
+fn service_store(common: &Common, opener: Opener) -> Result<ServiceStore> {
     if let Some(url) = common.database_url.as_deref().filter(|u| !u.is_empty()) {
         let store = Arc::new(PgStore::connect(url).context("opening the PostgreSQL store")?);
         tracing::info!(database = %store.target(), "store open");
@@ -101,7 +109,7 @@ fn service_store(common: &Common, existing: bool, warm: bool) -> Result<ServiceS
             counts: Arc::new(move |now| counted.state_counts(None, now)),
         });
     }
-    let data_dir = data_dir(common, existing)?;
+    let data_dir = data_dir(common, opener == Opener::Hook)?;
     let store = Arc::new(
         SqliteStore::open(&data_dir)
             .with_context(|| format!("opening the store in {}", data_dir.display()))?,
@@ -113,7 +121,7 @@ fn service_store(common: &Common, existing: bool, warm: bool) -> Result<ServiceS
         flag: format!("--data-dir {}", data_dir.display()),
         counts: Arc::new(move |now| counted.state_counts(None, now)),
         store: {
-            if warm {
+            if opener == Opener::Server {
                 let warm = store.clone();
                 std::thread::Builder::new().name("index-load".into()).spawn(move || {
                     if let Err(e) = warm.warm_index() {
@@ -139,7 +147,7 @@ fn build_service_and_store(common: &Common) -> Result<(Service, metrics::StateCo
     let rerank = common.rerank.config()?;
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
     let embedder = embedder::build(&common.embedder, &model_dir)?;
-    let opened = service_store(common, false, true)?;
+    let opened = service_store(common, Opener::Server)?;
     opened.check_embedder(embedder.as_ref(), common)?;
     tracing::info!(model = %model_dir.display(), "model directory");
     let mut service = Service::new(opened.store, embedder, Arc::new(SystemClock), limits)
@@ -486,7 +494,7 @@ async fn spine_review(common: Common, args: ops::review::ReviewArgs) -> Result<(
 /// loaded only when `needs_model` (a prompt is embedded; a digest embeds nothing), no
 /// reranker (a hook must be quick).
 fn hook_service(common: &Common, needs_model: bool) -> Result<Service> {
-    let opened = service_store(common, true, false)?;
+    let opened = service_store(common, Opener::Hook)?;
     let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
     let embedder = embedder::build_for_one_text(&common.embedder, &model_dir, needs_model)?;
     if needs_model {
