@@ -11,6 +11,8 @@
 //! cargo run --release -p spine-bench -- corpus 2000 prose     # the pairs as JSON lines
 //! cargo run --release -p spine-bench -- eval 2000             # retrieval quality (see eval.rs)
 //! cargo run --release -p spine-bench -- eval prose 2000       # the same on prose (see prose.rs)
+//! cargo run --release -p spine-bench -- eval paraphrase       # small stores, other words
+//! cargo run --release -p spine-bench -- devbench --data F.json  # DevBench (see devbench.rs)
 //! cargo run --release -p spine-bench -- load --mode mix       # a running server over MCP HTTP
 //! cargo run --release -p spine-bench -- locomo --data F.json  # recall on LoCoMo (see locomo.rs)
 //! ```
@@ -21,10 +23,13 @@
 //! queries, embedding included (see `load.rs`).
 
 mod corpus;
+mod devbench;
 mod eval;
 mod load;
 mod locomo;
+mod paraphrase;
 mod prose;
+mod recall;
 mod scale;
 mod secrets;
 mod stages;
@@ -205,6 +210,13 @@ fn main() -> Result<()> {
             let n = numbers(1)?;
             writes::run(n.first().copied().unwrap_or(8), n.get(1).copied().unwrap_or(10) as u64)
         }
+        Some("eval") if args.get(1).is_some_and(|a| a == "paraphrase") => {
+            if args.len() > 2 {
+                bail!("eval paraphrase takes no further arguments");
+            }
+            paraphrase::run()
+        }
+        Some("devbench") => devbench::run(&args[1..]),
         Some("eval") => {
             let prose = args.get(1).is_some_and(|a| a == "prose");
             let which = if prose { eval::Which::Prose } else { eval::Which::Code };
@@ -213,7 +225,7 @@ fn main() -> Result<()> {
         }
         _ => {
             bail!(
-                "usage: spine-bench search N [N…] [--writes R] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N [prose] | spine-bench ingest N | spine-bench writes [WRITERS] [SECONDS] | spine-bench eval [prose] [N] | spine-bench secrets | spine-bench locomo --data PATH [--mode turns|observations] [--conversations 1-5|6-10|all] [--store DIR] [--json] | spine-bench load [--url URL | --binary PATH] [--mode mix|store|search] [--corpus code|prose] [--sessions N] [--seconds S] [--seed N] [--json] [-- serve args]"
+                "usage: spine-bench search N [N…] [--writes R] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N [prose] | spine-bench ingest N | spine-bench writes [WRITERS] [SECONDS] | spine-bench eval [prose] [N] | spine-bench eval paraphrase | spine-bench devbench --data PATH | spine-bench secrets | spine-bench locomo --data PATH [--mode turns|observations] [--conversations 1-5|6-10|all] [--store DIR] [--json] | spine-bench load [--url URL | --binary PATH] [--mode mix|store|search] [--corpus code|prose] [--sessions N] [--seconds S] [--seed N] [--json] [-- serve args]"
             )
         }
     }

@@ -142,6 +142,26 @@ pub fn query_terms(text: &str) -> Vec<String> {
     out
 }
 
+/// The terms of `text`'s words that are shaped like code rather than prose: a word holding
+/// a digit, one of the joiners `_ . / \ :`, or upper-case letters after its first among
+/// lower-case ones (`load_config_from_env`, `v0.11.1`, `crates/spine-store`, `HTTPRequest`,
+/// `E0502`, `GitHub`), and every term such a word yields. A sentence embedding blurs exactly
+/// these; the ranking lets one of them alone count as lexical evidence, where one plain word
+/// does not. A hyphen alone (`on-call`) and an acronym (`API`) are prose.
+pub fn identifier_terms(text: &str) -> std::collections::HashSet<String> {
+    let mut out = std::collections::HashSet::new();
+    for word in text.split(separates).map(trim_joiners) {
+        let coded = word.bytes().any(|b| b.is_ascii_digit() || (is_joiner(b) && b != b'-'));
+        let mixed = has_inner_upper(word) && word.chars().any(char::is_lowercase);
+        if coded || mixed {
+            for_each_term(word, |t| {
+                out.insert(t.to_owned());
+            });
+        }
+    }
+    out
+}
+
 /// Whether `c` separates terms: anything but alphanumerics and [`JOINERS`].
 fn separates(c: char) -> bool {
     !(c.is_alphanumeric() || JOINERS.contains(&c))
@@ -352,6 +372,23 @@ fn camel_parts(word: &str) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identifier_terms_are_the_terms_of_words_shaped_like_code() {
+        let ids = identifier_terms("why does load_config_from_env fail on v0.11.1 for HTTPRequest");
+        for t in ["load_config_from_env", "load", "config", "env", "v0.11.1", "0.11.1"] {
+            assert!(ids.contains(t), "{t}: {ids:?}");
+        }
+        assert!(ids.contains("httprequest") && ids.contains("request"), "{ids:?}");
+        for plain in ["why", "fail", "on"] {
+            assert!(!ids.iter().any(|t| t == plain), "{plain}");
+        }
+        assert!(identifier_terms("which weekday do we ship releases").is_empty());
+        assert!(identifier_terms("Deploys happen on Thursdays").is_empty(), "capitals first");
+        assert!(identifier_terms("the on-call API rota").is_empty(), "hyphens and acronyms");
+        assert!(identifier_terms("oldest iPhone we support").contains("phone"));
+        assert!(identifier_terms("").is_empty());
+    }
 
     fn has_all(text: &str, want: &[&str]) {
         let t = terms(text);

@@ -753,6 +753,38 @@ fn the_record_stored_next_to_the_best_hit_is_lifted_by_it() {
     assert!(!without.contains(&"We settled on NATS JetStream after Tuesday's load test.".into()));
 }
 
+/// A small store of short developer notes (the case of issue 65): the question shares
+/// "releases" with the release-notes record and no word with the deploy record, which the
+/// model ranks first by a wide margin. Divided by the best BM25 in a pool of seven, that one
+/// word earned the full lexical weight and won; as a share of the question it earns nothing.
+const SMALL_STORE: [&str; 7] = [
+    "Run cargo fmt before every commit.",
+    "Deploys happen on Thursdays.",
+    "The staging database is reset every Sunday night.",
+    "Release notes are written in Markdown under docs/releases.",
+    "Alice owns the billing service.",
+    "We pin PostgreSQL 16 in production.",
+    "Feature flags live in config/flags.toml.",
+];
+
+#[test]
+fn a_question_in_other_words_keeps_its_answer_first_in_a_small_store() {
+    let mut e = env();
+    for c in SMALL_STORE {
+        e.store(&anon(), c, json!({}));
+    }
+    let query = json!({"query": "which weekday do we ship releases", "scope": SCOPE, "k": 3});
+    let hits = e.search(&anon(), query.clone());
+    assert_eq!(contents(&hits)[0], "Deploys happen on Thursdays.", "{hits}");
+    // The words the record holds still count: the same store, asked in its words.
+    let r =
+        e.search(&anon(), json!({"query": "where do release notes go", "scope": SCOPE, "k": 1}));
+    assert_eq!(contents(&r)[0], SMALL_STORE[3]);
+    // Dense order agrees: the lexical step only must not overrule it.
+    e.service = e.service.clone().with_lexical_weight(0.0).with_neighbour_weight(0.0);
+    assert_eq!(contents(&e.search(&anon(), query))[0], "Deploys happen on Thursdays.");
+}
+
 #[test]
 fn syntax_characters_in_a_query_are_only_text() {
     let e = env();
