@@ -57,6 +57,20 @@ for line in sys.stdin:
   [ -n "$exe" ] || { echo "no integration-test binary for $crate" >&2; return 1; }
   (cd "crates/$crate" && "$exe" "$@")
 }
+# A second build of the same tree compiles nothing: a build script that declares a file it
+# writes itself as an input re-runs every time, and everything above its crate recompiles
+# (spine-server's did, until 2026-12-01).
+stale=$(cargo test --workspace --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and not m.get("fresh"):
+        print(m["target"]["name"])
+')
+if [ -n "$stale" ]; then
+  echo "a second build of an unchanged tree compiled again:" $stale >&2
+  exit 1
+fi
 if [ -n "${SPINE_TEST_DATABASE_URL:-}" ]; then
   # The service tests again, as the store contract's conformance suite on PostgreSQL, the
   # end-to-end suite, and both SDK suites with every server they start on PostgreSQL.

@@ -19,6 +19,7 @@ mod batch;
 mod bert;
 mod cache;
 pub mod http;
+mod identity;
 mod kernels;
 mod openai;
 mod tokenizer;
@@ -26,6 +27,7 @@ mod tokenizer;
 pub use batch::{BatchingEmbedder, MAX_BATCH_TEXTS, QUERY_NICE, WORKER_NICE, lower_priority};
 pub use bert::Precision;
 pub use cache::{CacheStats, CachedEmbedder, DEFAULT_CACHE_CAPACITY};
+pub use identity::Identity;
 pub use openai::{OpenAiConfig, OpenAiEmbedder};
 
 use std::path::{Path, PathBuf};

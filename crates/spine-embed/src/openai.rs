@@ -143,7 +143,7 @@ impl OpenAiEmbedder {
             client,
             url,
             endpoint,
-            model_id: format!("openai:{}", config.model),
+            model_id: crate::Identity::OpenAi(&config.model).to_string(),
             dims: AtomicUsize::new(config.dims.unwrap_or(0)),
             config: OpenAiConfig { batch_size: config.batch_size.max(1), ..config },
         })

@@ -38,7 +38,7 @@ pub use operator::{
 };
 pub use postgres::PgStore;
 pub use selection::{Order, Page, Selection, Shared};
-pub use sqlite::{Layout, SqliteStore};
+pub use sqlite::{DB_FILE, Layout, SqliteStore};
 
 /// A storage failure. Never caused by caller input: the service validates before writing.
 #[derive(Debug, thiserror::Error)]

@@ -36,7 +36,7 @@ fn table_exists(store: &SqliteStore, name: &str) -> bool {
 /// The schema as steps 1 and 2 left it, with one record and its vector written the way
 /// that binary wrote them.
 fn v2_database(dir: &std::path::Path, m: &Memory, vector: &[f32]) {
-    let conn = Connection::open(dir.join("spine.db")).unwrap();
+    let conn = Connection::open(dir.join(spine_store::DB_FILE)).unwrap();
     conn.execute_batch(
         "CREATE TABLE memories (
             rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, short_id TEXT NOT NULL,
@@ -153,7 +153,7 @@ fn reopening_a_migrated_store_changes_nothing() {
 fn a_database_from_a_newer_spine_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let conn = Connection::open(dir.path().join("spine.db")).unwrap();
+        let conn = Connection::open(dir.path().join(spine_store::DB_FILE)).unwrap();
         conn.pragma_update(None, "user_version", 99).unwrap();
     }
     let err = SqliteStore::open(dir.path()).err().expect("refused");

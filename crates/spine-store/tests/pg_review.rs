@@ -91,7 +91,8 @@ impl Backend {
     fn sql(&self, sql: &str) {
         match self {
             Backend::Sqlite(_, dir) => {
-                let conn = rusqlite::Connection::open(dir.path().join("spine.db")).unwrap();
+                let conn =
+                    rusqlite::Connection::open(dir.path().join(spine_store::DB_FILE)).unwrap();
                 conn.busy_timeout(std::time::Duration::from_secs(5)).unwrap();
                 conn.execute_batch(sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
             }

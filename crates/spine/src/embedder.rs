@@ -321,12 +321,12 @@ fn plural(n: u64) -> &'static str {
 
 /// The flags that select the embedder stamped `model_id`.
 fn flags_for(model_id: &str) -> String {
-    if model_id == MODEL_ID {
-        "--embedder builtin".to_owned()
-    } else if let Some(model) = model_id.strip_prefix("openai:") {
-        format!("--embedder openai --embed-url <its server> --embed-model {model}")
-    } else {
-        format!("the embedder `{model_id}`")
+    match spine_embed::Identity::parse(model_id) {
+        spine_embed::Identity::Builtin => "--embedder builtin".to_owned(),
+        spine_embed::Identity::OpenAi(model) => {
+            format!("--embedder openai --embed-url <its server> --embed-model {model}")
+        }
+        spine_embed::Identity::Other(stamp) => format!("the embedder `{stamp}`"),
     }
 }
 

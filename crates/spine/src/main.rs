@@ -7,6 +7,7 @@
 mod cli;
 mod doctor;
 mod embedder;
+mod engines;
 mod hook;
 mod install;
 mod metrics;
@@ -15,126 +16,18 @@ mod ops;
 mod settings;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use cli::{Cli, Command, Common};
+use engines::{Opener, model_dir, operator_store, service_store};
 use rmcp::ServiceExt;
 use spine_core::SystemClock;
 use spine_server::auth::{OidcConfig, Verifier};
 use spine_server::{HttpOptions, Identity, SpineMcp, http_router};
 use spine_service::Service;
 use spine_service::rerank::HttpReranker;
-use spine_store::{PgStore, ReviewStore, SqliteStore, Store};
-
-/// The data directory without `--data-dir`: `$XDG_DATA_HOME/spine`, else
-/// `~/.local/share/spine`.
-pub(crate) fn default_data_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d).join("spine");
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
-    home.join(".local/share/spine")
-}
-
-/// The store an operator command works on: PostgreSQL with `--database-url`, else the
-/// embedded one; `existing`: refuse to create an embedded one (a mistyped --data-dir would
-/// otherwise look like an empty store).
-fn operator_store(common: &Common, existing: bool) -> Result<Box<dyn spine_ops::OperatorStore>> {
-    if let Some(url) = common.database_url.as_deref().filter(|u| !u.is_empty()) {
-        return Ok(Box::new(PgStore::connect(url).context("opening the PostgreSQL store")?));
-    }
-    let data_dir = data_dir(common, existing)?;
-    Ok(Box::new(
-        SqliteStore::open(&data_dir)
-            .with_context(|| format!("opening the store in {}", data_dir.display()))?,
-    ))
-}
-
-/// The store the command line selects for the service: the embedded one in `--data-dir`,
-/// or PostgreSQL at `--database-url`.
-struct ServiceStore {
-    store: Arc<dyn Store>,
-    /// Where it is, for messages (`the store in …`), and the flag that selects it.
-    place: String,
-    flag: String,
-    /// Records by state for `/metrics`.
-    counts: metrics::StateCounter,
-}
-
-impl ServiceStore {
-    /// Refuses a store holding vectors of another embedder than `embedder`, the one
-    /// `common` configures ([`embedder::check_identity`]).
-    fn check_embedder(&self, embedder: &dyn spine_embed::Embedder, common: &Common) -> Result<()> {
-        let models =
-            self.store.embedder_models().context("reading the embedder stamps of the store")?;
-        embedder::check_identity(&models, embedder, &common.embedder, &self.place, &self.flag)
-    }
-}
-
-/// The embedded store's directory `common` selects; `existing`: refuse one holding no
-/// store (a mistyped --data-dir would otherwise look like an empty store).
-fn data_dir(common: &Common, existing: bool) -> Result<PathBuf> {
-    let data_dir = common.data_dir.clone().unwrap_or_else(default_data_dir);
-    if existing && !data_dir.join("spine.db").is_file() {
-        bail!("no Spine store in {} (no spine.db there): check --data-dir", data_dir.display());
-    }
-    Ok(data_dir)
-}
-
-/// Who opens a store ([`service_store`]).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Opener {
-    /// A server: creates the embedded store if there is none, and loads its search index in
-    /// the background at once (it will serve many searches).
-    Server,
-    /// A hook: opens only an existing store (never creates one) and never loads its search
-    /// index (a search scans its scope in SQL, [`SqliteStore::search_without_loading`]).
-    Hook,
-}
-
-/// Opens the store `common` selects, as `opener` needs it.
-fn service_store(common: &Common, opener: Opener) -> Result<ServiceStore> {
-    if let Some(url) = common.database_url.as_deref().filter(|u| !u.is_empty()) {
-        let store = Arc::new(PgStore::connect(url).context("opening the PostgreSQL store")?);
-        tracing::info!(database = %store.target(), "store open");
-        let place = format!("PostgreSQL at {}", store.target());
-        let counted = store.clone();
-        return Ok(ServiceStore {
-            store,
-            place,
-            flag: "--database-url <url>".into(),
-            counts: Arc::new(move |now| counted.state_counts(None, now)),
-        });
-    }
-    let data_dir = data_dir(common, opener == Opener::Hook)?;
-    let store = Arc::new(
-        SqliteStore::open(&data_dir)
-            .with_context(|| format!("opening the store in {}", data_dir.display()))?,
-    );
-    tracing::info!(db = %store.path().display(), "store open");
-    let counted = store.clone();
-    Ok(ServiceStore {
-        place: data_dir.display().to_string(),
-        flag: format!("--data-dir {}", data_dir.display()),
-        counts: Arc::new(move |now| counted.state_counts(None, now)),
-        store: {
-            if opener == Opener::Server {
-                let warm = store.clone();
-                std::thread::Builder::new().name("index-load".into()).spawn(move || {
-                    if let Err(e) = warm.warm_index() {
-                        tracing::warn!(error = %e, "loading the search index failed; the first search retries");
-                    }
-                })?;
-            } else {
-                store.search_without_loading();
-            }
-            store
-        },
-    })
-}
 
 /// Opens the store and starts the model loading; fails with an actionable message.
 fn build_service(common: &Common) -> Result<Service> {
@@ -145,7 +38,7 @@ fn build_service(common: &Common) -> Result<Service> {
 fn build_service_and_store(common: &Common) -> Result<(Service, metrics::StateCounter)> {
     let limits = common.limits.limits();
     let rerank = common.rerank.config()?;
-    let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
+    let model_dir = model_dir(common);
     let embedder = embedder::build(&common.embedder, &model_dir)?;
     let opened = service_store(common, Opener::Server)?;
     opened.check_embedder(embedder.as_ref(), common)?;
@@ -437,7 +330,7 @@ async fn shutdown_signal() {
 /// `spine reindex`: the store, the configured embedder, then the re-embedding.
 async fn reindex(common: Common, batch: usize) -> Result<()> {
     let store = operator_store(&common, false)?;
-    let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
+    let model_dir = model_dir(&common);
     blocking("reindex", move || {
         let embedder = embedder::build(&common.embedder, &model_dir)?;
         ops::reindex::run(store.as_ref(), embedder.as_ref(), batch)
@@ -466,7 +359,7 @@ async fn export(common: &Common, args: ops::export::ExportArgs) -> Result<()> {
 
 /// `spine import`: the store is opened once the file's header was read.
 async fn import(common: Common, args: ops::import::ImportArgs) -> Result<()> {
-    let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
+    let model_dir = model_dir(&common);
     blocking("import", move || {
         let open = || operator_store(&common, false);
         ops::import::run(open, &common.embedder, &model_dir, &args)
@@ -478,7 +371,7 @@ async fn import(common: Common, args: ops::import::ImportArgs) -> Result<()> {
 async fn spine_review(common: Common, args: ops::review::ReviewArgs) -> Result<()> {
     let plan = ops::review::Plan::new(args)?;
     let store = operator_store(&common, true)?;
-    let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
+    let model_dir = model_dir(&common);
     let failed =
         blocking("spine-review", move || plan.run(store.as_ref(), &model_dir, &common.embedder))
             .await?;
@@ -495,7 +388,7 @@ async fn spine_review(common: Common, args: ops::review::ReviewArgs) -> Result<(
 /// reranker (a hook must be quick).
 fn hook_service(common: &Common, needs_model: bool) -> Result<Service> {
     let opened = service_store(common, Opener::Hook)?;
-    let model_dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
+    let model_dir = model_dir(common);
     let embedder = embedder::build_for_one_text(&common.embedder, &model_dir, needs_model)?;
     if needs_model {
         opened.check_embedder(embedder.as_ref(), common)?;

@@ -176,7 +176,7 @@ mod tests {
     #[test]
     fn flushes_the_wal_beside_the_database() {
         let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("spine.db");
+        let db = dir.path().join(crate::DB_FILE);
         assert!(GroupSync::new(&db).wal.ends_with("spine.db-wal"));
         flush(&GroupSync::new(&db).wal).unwrap();
         std::fs::write(dir.path().join("spine.db-wal"), b"frames").unwrap();

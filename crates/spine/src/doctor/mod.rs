@@ -137,13 +137,11 @@ fn print_text(report: &Report) {
 /// The identity stamped on the vectors the configured embedder writes.
 fn configured_embedder(common: &Common) -> String {
     match common.embedder.embedder {
-        EmbedderKind::Builtin => spine_embed::MODEL_ID.to_owned(),
-        EmbedderKind::Openai => {
-            format!(
-                "openai:{}",
-                common.embedder.embed_model.as_deref().unwrap_or("<no --embed-model>")
-            )
-        }
+        EmbedderKind::Builtin => spine_embed::Identity::Builtin.to_string(),
+        EmbedderKind::Openai => spine_embed::Identity::OpenAi(
+            common.embedder.embed_model.as_deref().unwrap_or("<no --embed-model>"),
+        )
+        .to_string(),
     }
 }
 
@@ -175,7 +173,7 @@ fn check_model(common: &Common, report: &mut Report) {
         );
         return;
     }
-    let dir = common.model_dir.clone().unwrap_or_else(spine_embed::default_model_dir);
+    let dir = crate::engines::model_dir(common);
     let fetch = format!("SPINE_MODEL_DIR={} scripts/fetch-model.sh", dir.display());
     for (file, want) in MODEL_SHA256 {
         let path = dir.join(file);
@@ -213,7 +211,7 @@ fn check_store(common: &Common, report: &mut Report) {
     let (store, place, flag): (Box<dyn spine_store::OperatorStore>, String, String) = if let Some(
         url,
     ) =
-        common.database_url.as_deref().filter(|u| !u.is_empty())
+        crate::engines::database_url(common)
     {
         match spine_store::PgStore::connect(url) {
             Ok(s) => {
@@ -231,8 +229,8 @@ fn check_store(common: &Common, report: &mut Report) {
             }
         }
     } else {
-        let dir = common.data_dir.clone().unwrap_or_else(crate::default_data_dir);
-        if !dir.join("spine.db").is_file() {
+        let dir = common.data_dir.clone().unwrap_or_else(crate::engines::default_data_dir);
+        if !dir.join(spine_store::DB_FILE).is_file() {
             report.add(
                 AREA,
                 "open",
