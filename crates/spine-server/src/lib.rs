@@ -1,4 +1,6 @@
-//! Spine's transports: the MCP tools (rmcp) over stdio and streamable HTTP.
+//! Spine's transports: the MCP tools (rmcp) over stdio and streamable HTTP, the Connect API
+//! (`connect`, `spine.v1.MemoryService`), the web console, `/metrics`, `/healthz` and the
+//! OIDC bearer check (`auth`), all on one axum router ([`http_router`]).
 //!
 //! Each tool is a thin adapter: parse the JSON arguments into the service's typed struct,
 //! call the service on a blocking thread (SQLite and model inference must never block the

@@ -10,8 +10,9 @@
 //!
 //! Key design decision: the issuer is a real HTTP server rather than a stub behind a trait, so
 //! tests exercise the verifier's discovery, key fetching and refresh exactly as production
-//! does, and [`TestIssuer::jwks_fetches`] can observe its caching. This crate is a
-//! dev-dependency only; nothing in it is fit for production use.
+//! does, and [`TestIssuer::jwks_fetches`] can observe its caching. Only tests and
+//! `spine-bench` (fresh PostgreSQL databases for its runs) depend on it; nothing in it is fit
+//! for production use.
 #![deny(missing_docs)]
 
 pub mod postgres;
