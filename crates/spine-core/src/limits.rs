@@ -12,8 +12,14 @@ pub const MAX_PAGE: u64 = 1000;
 pub const DEFAULT_K: u64 = 8;
 /// Default `limit` of list_memory / list_scheduled.
 pub const DEFAULT_LIST_LIMIT: u64 = 20;
+/// Default `limit` of the Connect API's ListMemories (SPEC list_memory: "on the Connect
+/// lane an unset limit resolves to 1000").
+pub const CONNECT_LIST_LIMIT: u64 = 1000;
 /// Default `limit` of list_tags.
 pub const DEFAULT_TAGS_LIMIT: u64 = 100;
+/// Default longest auto summary, in characters (SPEC Limits: `SERVICE_SUMMARY_MAX_CHARS`,
+/// default 280; `spine summarize-missing --summary-max-chars`).
+pub const DEFAULT_SUMMARY_CHARS: usize = 280;
 /// Ids per archive / restore call: archive_memory and restore_memory (SPEC Limits), the
 /// Connect API's ArchiveMemory / RestoreMemory, and `spine spine-review archive|restore`.
 pub const MAX_BATCH_IDS: usize = 1000;

@@ -52,7 +52,7 @@ impl ChatConfig {
             base_url: base_url.into(),
             model: model.into(),
             api_key: None,
-            max_chars: 280,
+            max_chars: spine_core::limits::DEFAULT_SUMMARY_CHARS,
             timeout: Duration::from_secs(120),
             retries: 3,
             backoff: Duration::from_millis(500),

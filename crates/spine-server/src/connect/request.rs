@@ -6,6 +6,7 @@
 //! optional field, an empty repeated field and `false` are "not given"; an empty string is
 //! given, and judged by the service as the tool's `""` is.
 
+use spine_core::limits::CONNECT_LIST_LIMIT;
 use spine_core::{Error, Timestamp};
 use spine_service::args::edge::{FromArg, nul_free, parse_optional};
 use spine_service::args::{
@@ -14,10 +15,6 @@ use spine_service::args::{
 };
 
 use super::proto::spine::v1::*;
-
-/// `ListMemories` without a limit lists this many (SPEC list_memory: the Connect API's
-/// default).
-pub(crate) const CONNECT_LIST_LIMIT: u64 = 1000;
 
 /// The NUL rule over an optional string field.
 fn nul_free_opt(field: &str, input: Option<&String>) -> Result<(), Error> {

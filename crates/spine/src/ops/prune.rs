@@ -1,16 +1,6 @@
-//! `spine prune-expired`: reclaims lapsed records (SPEC "Operator commands").
-//!
-//! Lapsed means expired: the validity window has closed, `not_after` at or before now
-//! minus `--older-than` (SPEC States: a record whose `not_after` equals the instant is
-//! expired). Nothing else is lapsed: archived and superseded records were hidden on purpose
-//! and are kept until `spine spine-review purge` deletes them behind the export gate; a
-//! scheduled record has yet to start. An expired record is deleted whatever its other
-//! states, for every owner.
-//!
-//! Without `--apply` nothing changes: the preview lists, by scope, every record that would
-//! go. With it, the same walk deletes them page by page, each record re-checked inside the
-//! delete transaction (one whose window was changed meanwhile stays, and is reported).
-//! "Now" is taken once, when the command starts.
+//! `spine prune-expired`: the command line of `spine_ops::prune` (what is lapsed and how
+//! the walk deletes it is said there, once): its flags, the preview's printing and the
+//! progress bar. "Now" is taken once, when the command starts.
 
 use std::time::Duration;
 

@@ -49,7 +49,7 @@ pub struct SummaryArgs {
     #[arg(long, env = "SPINE_SUMMARY_MODEL")]
     pub summary_model: Option<String>,
     /// Longest auto summary, in characters (20 to 4096; SPEC Limits: 280).
-    #[arg(long, env = "SPINE_SUMMARY_MAX_CHARS", default_value = "280", value_parser = summary_max_chars)]
+    #[arg(long, env = "SPINE_SUMMARY_MAX_CHARS", default_value_t = spine_core::limits::DEFAULT_SUMMARY_CHARS, value_parser = summary_max_chars)]
     pub summary_max_chars: usize,
     /// Base URL of the OpenAI-compatible server serving --summary-model (e.g.
     /// http://localhost:11434 for Ollama).
