@@ -63,6 +63,18 @@ fn successors(
     out
 }
 
+/// What became of a proposed supersession (`status` in the report's JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Found, not applied (no `--apply`).
+    Proposed,
+    /// Applied: the successor now supersedes the record.
+    Applied,
+    /// Not applied: the record changed meanwhile (`skipped` says how).
+    Skipped,
+}
+
 /// A record proposed for supersession.
 #[derive(Debug, Clone, Serialize)]
 pub struct Target {
@@ -71,8 +83,8 @@ pub struct Target {
     pub record: RecordView,
     /// Its cosine similarity to the successor.
     pub similarity: f32,
-    /// `proposed`, `applied` or `skipped`.
-    pub status: &'static str,
+    /// What became of it.
+    pub status: Status,
     /// Why it was skipped.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
@@ -182,7 +194,7 @@ pub fn consolidate(
                     .map(|(i, similarity)| Target {
                         record: RecordView::of(&records[i].record),
                         similarity,
-                        status: "proposed",
+                        status: Status::Proposed,
                         skipped: None,
                     })
                     .collect(),
@@ -198,11 +210,11 @@ pub fn consolidate(
         for t in proposals.iter_mut().flat_map(|p| p.supersedes.iter_mut()) {
             match outcomes.next().flatten() {
                 None => {
-                    t.status = "applied";
+                    t.status = Status::Applied;
                     applied += 1;
                 }
                 Some(why) => {
-                    t.status = "skipped";
+                    t.status = Status::Skipped;
                     t.skipped = Some(why);
                     skipped += 1;
                 }

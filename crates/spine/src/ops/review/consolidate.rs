@@ -14,7 +14,9 @@ use anyhow::Result;
 use clap::Args;
 use spine_core::Scope;
 use spine_ops::OperatorStore;
-use spine_ops::review::consolidate::{DEFAULT_THRESHOLD, Report, check_threshold, consolidate};
+use spine_ops::review::consolidate::{
+    DEFAULT_THRESHOLD, Report, Status, check_threshold, consolidate,
+};
 
 use super::scope_label;
 use crate::ops::{OutputArgs, Progress, ScopeArgs, count};
@@ -70,9 +72,9 @@ fn print_human(report: &Report, scope: Option<&Scope>) {
         for t in &p.supersedes {
             let r = &t.record;
             let verb = match t.status {
-                "applied" => "now supersedes".to_owned(),
-                "skipped" => format!("skipped ({})", t.skipped.as_deref().unwrap_or("")),
-                _ => "would supersede".to_owned(),
+                Status::Applied => "now supersedes".to_owned(),
+                Status::Skipped => format!("skipped ({})", t.skipped.as_deref().unwrap_or("")),
+                Status::Proposed => "would supersede".to_owned(),
             };
             println!(
                 "    {verb} {} {} {:?} (similarity {:.3})",
