@@ -15,6 +15,7 @@
 //! `scripts/fetch-model.sh` fills.
 #![deny(missing_docs)]
 
+mod background;
 mod batch;
 mod bert;
 mod cache;
@@ -24,6 +25,7 @@ mod kernels;
 mod openai;
 mod tokenizer;
 
+pub use background::BackgroundEmbedder;
 pub use batch::{BatchingEmbedder, MAX_BATCH_TEXTS, QUERY_NICE, WORKER_NICE, lower_priority};
 pub use bert::Precision;
 pub use cache::{CacheStats, CachedEmbedder, DEFAULT_CACHE_CAPACITY};

@@ -9,87 +9,15 @@
 //! - A store holding vectors of another embedder is refused at start-up; `spine reindex`
 //!   re-embeds it (`ops::reindex`, docs/embeddings.md).
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use spine_embed::{
-    BatchingEmbedder, BuiltinEmbedder, CachedEmbedder, DIMS, EmbedError, Embedder, MODEL_FILES,
-    MODEL_ID, OpenAiConfig, OpenAiEmbedder, Precision,
+    BackgroundEmbedder, BatchingEmbedder, CachedEmbedder, Embedder, OpenAiConfig, OpenAiEmbedder,
+    Precision,
 };
-
-type Loaded = Result<BuiltinEmbedder, String>;
-
-/// An [`Embedder`] whose weights load in the background.
-pub struct BackgroundEmbedder {
-    cell: Arc<OnceLock<Loaded>>,
-    dir: PathBuf,
-    precision: Precision,
-}
-
-fn load(dir: &Path, precision: Precision) -> Loaded {
-    let started = std::time::Instant::now();
-    let loaded = BuiltinEmbedder::load_with(dir, precision).map_err(|e| e.to_string());
-    match &loaded {
-        Ok(_) => tracing::info!(
-            ms = started.elapsed().as_millis() as u64,
-            precision = ?precision,
-            "model loaded"
-        ),
-        Err(e) => tracing::error!(error = %e, "model failed to load"),
-    }
-    loaded
-}
-
-impl BackgroundEmbedder {
-    /// Checks that the weights exist (so a missing model stops the server with instructions
-    /// instead of failing later), then starts loading them; `lower`: at the note lane's
-    /// lower priority (a server, whose calls come first), else at the process's own (a
-    /// process that waits on nothing but the model, [`build_for_one_text`]).
-    pub fn start(dir: &Path, precision: Precision, lower: bool) -> Result<Self> {
-        let missing: Vec<String> =
-            MODEL_FILES.iter().filter(|f| !dir.join(f).is_file()).map(|f| f.to_string()).collect();
-        if !missing.is_empty() {
-            return Err(EmbedError::ModelMissing { dir: dir.to_path_buf(), missing }.into());
-        }
-        let cell: Arc<OnceLock<Loaded>> = Arc::new(OnceLock::new());
-        let (bg, bg_dir) = (cell.clone(), dir.to_path_buf());
-        std::thread::Builder::new().name("model-load".into()).spawn(move || {
-            // A server loads at the note lane's lower priority (spine_embed::BatchingEmbedder);
-            // rayon's global pool, which runs the large requests that bypass the lanes
-            // (imports, reindexing), may start here and inherit it.
-            if lower {
-                spine_embed::lower_priority();
-            }
-            bg.get_or_init(|| load(&bg_dir, precision));
-        })?;
-        Ok(BackgroundEmbedder { cell, dir: dir.to_path_buf(), precision })
-    }
-
-    /// Loads nothing until the first embedding (and checks nothing before it): for a command
-    /// that may not need a vector at all (`spine hook session-start`).
-    pub fn lazy(dir: &Path, precision: Precision) -> Self {
-        BackgroundEmbedder { cell: Arc::new(OnceLock::new()), dir: dir.to_path_buf(), precision }
-    }
-}
-
-impl Embedder for BackgroundEmbedder {
-    fn model_id(&self) -> &str {
-        MODEL_ID
-    }
-
-    fn dims(&self) -> usize {
-        DIMS
-    }
-
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        match self.cell.get_or_init(|| load(&self.dir, self.precision)) {
-            Ok(model) => model.embed(texts),
-            Err(e) => Err(EmbedError::Load(e.clone())),
-        }
-    }
-}
 
 /// Which embedder turns texts into vectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -333,6 +261,7 @@ fn flags_for(model_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use spine_embed::MODEL_ID;
 
     fn openai(key: Option<&str>) -> EmbedderArgs {
         EmbedderArgs {
