@@ -8,9 +8,9 @@
 //! the real (unpadded) tokens and L2 normalisation — the same pipeline sentence-transformers
 //! uses, so the vectors match the published model.
 //!
-//! Key design decision: the BERT forward pass is written here (the private `bert` module,
-//! about 160 lines) instead of taken from `candle-transformers`, by far the slowest crate of
-//! the dependency tree to build, of which we would use one file. Nothing here touches the
+//! Key design decision: the BERT forward pass is written here (the private `bert` module)
+//! instead of taken from `candle-transformers`, by far the slowest crate of the dependency
+//! tree to build, of which we would use one file. Nothing here touches the
 //! network: the weights are read from a directory (see [`default_model_dir`]) that
 //! `scripts/fetch-model.sh` fills.
 #![deny(missing_docs)]

@@ -118,7 +118,7 @@ impl Service {
         Service { lexical_weight, ..self }
     }
 
-    /// The same service with another weight for search's neighbour step (rank.rs): `0`
+    /// The same service with another weight for search's neighbour step (`rank`): `0`
     /// turns it off. Negative or non-finite weights are taken as `0`.
     pub fn with_neighbour_weight(self, weight: f32) -> Self {
         let neighbour_weight = if weight.is_finite() { weight.max(0.0) } else { 0.0 };

@@ -731,7 +731,7 @@ fn without_shared_words_the_order_is_the_dense_order() {
 
 /// The question record matches best; the answer stored right after it shares no word with the
 /// query and is far by meaning, yet it leads the rest once its neighbour lends it part of
-/// the lead (rank.rs, neighbour step). Without the step it is not in the top two.
+/// the lead (`rank`, neighbour step). Without the step it is not in the top two.
 #[test]
 fn the_record_stored_next_to_the_best_hit_is_lifted_by_it() {
     let mut e = env();
