@@ -22,38 +22,48 @@ const B: f32 = 0.75;
 /// candidate shares moves none of them. IDF is the non-negative Lucene form
 /// `ln(1 + (N − df + 0.5) / (df + 0.5))`.
 pub fn bm25(query_terms: &[String], docs: &[&TermCounts]) -> Vec<f32> {
-    bm25_and_ideal(query_terms, docs).0
+    Pool::score(query_terms, docs).scores
 }
 
-/// [`bm25`] and the BM25 of a record of average length holding every query term once: the
-/// sum of the terms' IDF (a term no document holds has the highest).
-fn bm25_and_ideal(query_terms: &[String], docs: &[&TermCounts]) -> (Vec<f32>, f32) {
-    let n = docs.len() as f32;
-    if docs.is_empty() || query_terms.is_empty() {
-        return (vec![0.0; docs.len()], 0.0);
+/// What [`bm25`] computes over a pool, kept for [`evidence`].
+struct Pool {
+    /// Each document's BM25.
+    scores: Vec<f32>,
+    /// The BM25 of a record of average length holding every query term once: the sum of
+    /// the terms' IDF (a term no document holds has the highest).
+    ideal: f32,
+    /// `tf[d * terms + q]`: occurrences of query term q in document d (one allocation, not
+    /// one per document).
+    tf: Vec<f32>,
+}
+
+impl Pool {
+    fn score(query_terms: &[String], docs: &[&TermCounts]) -> Pool {
+        let n = docs.len() as f32;
+        if docs.is_empty() || query_terms.is_empty() {
+            return Pool { scores: vec![0.0; docs.len()], ideal: 0.0, tf: Vec::new() };
+        }
+        let avgdl = (docs.iter().map(|d| d.len).sum::<usize>() as f32 / n).max(1.0);
+        let hashes: Vec<u64> = query_terms.iter().map(|q| term_hash(q)).collect();
+        let terms = hashes.len();
+        let tf: Vec<f32> =
+            docs.iter().flat_map(|d| hashes.iter().map(|&q| d.count(q) as f32)).collect();
+        let idf: Vec<f32> = (0..terms)
+            .map(|q| {
+                let df = tf.chunks_exact(terms).filter(|d| d[q] > 0.0).count() as f32;
+                (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+            })
+            .collect();
+        let scores = docs
+            .iter()
+            .zip(tf.chunks_exact(terms))
+            .map(|(d, tf)| {
+                let norm = K1 * (1.0 - B + B * d.len as f32 / avgdl);
+                tf.iter().zip(&idf).map(|(f, idf)| idf * f * (K1 + 1.0) / (f + norm)).sum()
+            })
+            .collect();
+        Pool { scores, ideal: idf.iter().sum(), tf }
     }
-    let avgdl = (docs.iter().map(|d| d.len).sum::<usize>() as f32 / n).max(1.0);
-    let hashes: Vec<u64> = query_terms.iter().map(|q| term_hash(q)).collect();
-    // tf[d * terms + q]: occurrences of query term q in document d (one allocation, not one
-    // per document).
-    let terms = hashes.len();
-    let tf: Vec<f32> =
-        docs.iter().flat_map(|d| hashes.iter().map(|&q| d.count(q) as f32)).collect();
-    let idf: Vec<f32> = (0..terms)
-        .map(|q| {
-            let df = tf.chunks_exact(terms).filter(|d| d[q] > 0.0).count() as f32;
-            (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
-        })
-        .collect();
-    let scores = docs
-        .iter()
-        .zip(tf.chunks_exact(terms))
-        .map(|(d, tf)| {
-            let norm = K1 * (1.0 - B + B * d.len as f32 / avgdl);
-            tf.iter().zip(&idf).map(|(f, idf)| idf * f * (K1 + 1.0) / (f + norm)).sum()
-        })
-        .collect();
-    (scores, idf.iter().sum())
 }
 
 /// Each document's lexical evidence for the query, in 0..=1: its [`bm25`] over `docs` (the
@@ -73,18 +83,17 @@ pub fn evidence(
     identifiers: &std::collections::HashSet<String>,
     docs: &[&TermCounts],
 ) -> Vec<f32> {
-    let (scores, ideal) = bm25_and_ideal(query_terms, docs);
+    let Pool { scores, ideal, tf } = Pool::score(query_terms, docs);
     if ideal <= 0.0 {
         return vec![0.0; docs.len()];
     }
-    let hashes: Vec<(u64, bool)> =
-        query_terms.iter().map(|q| (term_hash(q), identifiers.contains(q))).collect();
-    docs.iter()
+    let identifier: Vec<bool> = query_terms.iter().map(|q| identifiers.contains(q)).collect();
+    tf.chunks_exact(query_terms.len())
         .zip(scores)
-        .map(|(d, score)| {
-            let mut held = hashes.iter().filter(|(h, _)| d.count(*h) > 0);
+        .map(|(tf, score)| {
+            let mut held = tf.iter().zip(&identifier).filter(|(f, _)| **f > 0.0);
             let lone_word = match (held.next(), held.next()) {
-                (Some((_, identifier)), None) => hashes.len() > 1 && !identifier,
+                (Some((_, identifier)), None) => query_terms.len() > 1 && !identifier,
                 _ => false,
             };
             if lone_word { 0.0 } else { (score / ideal).min(1.0).powf(COVERAGE_POWER) }
