@@ -1,8 +1,9 @@
 //! Every outbound model call goes through here: the OpenAI-compatible embedder, the
 //! reranker of search (`spine-service`) and the chat summarizer of `spine
-//! summarize-missing` (`spine-ops`). One blocking client builder, one JSON POST with the
-//! bearer key, one classification of failures, one retry loop with back-off, and one
-//! API-key type that never reaches a log line.
+//! summarize-missing` (`spine-ops`). One endpoint rule for the URL an operator gives, one
+//! blocking client builder, one JSON POST with the bearer key, one classification of
+//! failures, one retry loop with back-off, and one API-key type that never reaches a log
+//! line.
 //!
 //! Blocking on purpose: the callers run on blocking threads (SQLite and inference stay off
 //! the async reactor), so the traits above stay synchronous.
@@ -40,6 +41,34 @@ impl fmt::Display for ApiKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("<redacted>")
     }
+}
+
+/// Where requests for `path` go under the base URL an operator gave: `{base}/{version}/{path}`
+/// (`{base}/{path}` when `version` is empty), without doubling what the operator already
+/// wrote — a trailing `/{version}`, the whole path, a trailing `/` — and over http or https
+/// only.
+///
+/// `version` is `v1` for the OpenAI-compatible APIs (`embeddings`, `chat/completions`), so
+/// `http://localhost:11434`, `…/v1` and `…/v1/embeddings` name the same endpoint; empty for
+/// the rerank API, which TEI, Cohere and Jina serve under a prefix of their own. The error
+/// reads after the setting's name: "must start with http:// or https:// (got …)" or "… is
+/// not valid: …".
+pub fn endpoint(base: &str, version: &str, path: &str) -> Result<reqwest::Url, String> {
+    let base = base.trim().trim_end_matches('/');
+    let url = if base.ends_with(&format!("/{path}")) {
+        base.to_owned()
+    } else if version.is_empty() {
+        format!("{base}/{path}")
+    } else if base.ends_with(&format!("/{version}")) {
+        format!("{base}/{path}")
+    } else {
+        format!("{base}/{version}/{path}")
+    };
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    if !matches!(scheme.as_deref(), Some("http" | "https")) {
+        return Err(format!("must start with http:// or https:// (got {base})"));
+    }
+    reqwest::Url::parse(&url).map_err(|e| format!("{url} is not valid: {e}"))
 }
 
 /// A blocking client whose requests (connection included) take at most `timeout`, and
@@ -227,6 +256,37 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_endpoint_is_never_doubled_and_only_http() {
+        let at = |base, version, path| endpoint(base, version, path).map(|u| u.to_string());
+        for base in
+            ["http://h:1", "http://h:1/", "http://h:1/v1", "http://h:1/v1/", " http://h:1/v1 "]
+        {
+            assert_eq!(at(base, "v1", "embeddings").unwrap(), "http://h:1/v1/embeddings", "{base}");
+        }
+        assert_eq!(
+            at("http://h:1/v1/embeddings", "v1", "embeddings").unwrap(),
+            "http://h:1/v1/embeddings"
+        );
+        assert_eq!(
+            at("https://g/openai", "v1", "embeddings").unwrap(),
+            "https://g/openai/v1/embeddings"
+        );
+        assert_eq!(
+            at("https://g/x/chat/completions", "v1", "chat/completions").unwrap(),
+            "https://g/x/chat/completions"
+        );
+        assert_eq!(at("http://h:8080", "", "rerank").unwrap(), "http://h:8080/rerank");
+        assert_eq!(at("https://h/v1/", "", "rerank").unwrap(), "https://h/v1/rerank");
+        assert_eq!(at("HTTPS://h/rerank", "", "rerank").unwrap(), "https://h/rerank");
+        for bad in ["ftp://h", "not a url", "", "h:1/v1"] {
+            let e = at(bad, "v1", "embeddings").unwrap_err();
+            assert!(e.starts_with("must start with http:// or https://"), "{bad}: {e}");
+        }
+        let e = at("http://h:99999", "v1", "embeddings").unwrap_err();
+        assert!(e.contains("is not valid"), "{e}");
+    }
 
     #[test]
     fn keys_never_show_and_empty_is_none() {

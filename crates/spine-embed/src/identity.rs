@@ -1,6 +1,7 @@
 //! Embedder identities: the stamp stored with every vector (`Embedder::model_id`), written and
 //! read in this one place, so the server's start, `spine doctor` and the embedders themselves
-//! cannot spell it differently.
+//! cannot spell it differently; and the one rule that compares a store's stamps with the
+//! configured embedder ([`Stamps`]).
 
 use std::fmt;
 
@@ -44,9 +45,70 @@ impl fmt::Display for Identity<'_> {
     }
 }
 
+/// A store's embedder stamps (`Store::embedder_models`: each stamp with its vector count)
+/// against the configured embedder's identity. The rule: a store whose vectors all carry the
+/// configured stamp (or that holds none) can be searched; any other stamp means vectors whose
+/// similarity to this embedder's queries is meaningless. The server refuses to start on such
+/// a store, `spine doctor` reports it; both read this.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamps<'a> {
+    /// The configured embedder's stamp.
+    pub configured: &'a str,
+    /// How many vectors carry it.
+    pub mine: u64,
+    /// Every other stamp with its count, in the store's order.
+    pub others: Vec<(&'a str, u64)>,
+}
+
+impl<'a> Stamps<'a> {
+    /// `models` (stamp, vectors) as a store counts them, against `configured`.
+    pub fn of(models: &'a [(String, u64)], configured: &'a str) -> Self {
+        let mine = models.iter().filter(|(m, _)| m == configured).map(|(_, n)| n).sum();
+        let others =
+            models.iter().filter(|(m, _)| m != configured).map(|(m, n)| (m.as_str(), *n)).collect();
+        Stamps { configured, mine, others }
+    }
+
+    /// Whether every vector is the configured embedder's.
+    pub fn compatible(&self) -> bool {
+        self.others.is_empty()
+    }
+
+    /// The configured embedder's count as a reader sees it: `1 vector`, `5 vectors`.
+    pub fn mine_listed(&self) -> String {
+        vectors(self.mine)
+    }
+
+    /// The other stamps as a reader sees them: `openai:bge-m3 (5 vectors), x (1 vector)`.
+    pub fn listed(&self) -> String {
+        let each: Vec<String> =
+            self.others.iter().map(|(m, n)| format!("{m} ({})", vectors(*n))).collect();
+        each.join(", ")
+    }
+}
+
+/// `n vector(s)`.
+fn vectors(n: u64) -> String {
+    format!("{n} vector{}", if n == 1 { "" } else { "s" })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stamps_are_compatible_only_when_every_vector_is_the_configured_embedders() {
+        let models = vec![(MODEL_ID.to_owned(), 3), ("openai:bge-m3".to_owned(), 1)];
+        let s = Stamps::of(&models, MODEL_ID);
+        assert_eq!((s.mine, s.compatible(), s.mine_listed()), (3, false, "3 vectors".into()));
+        assert_eq!(s.listed(), "openai:bge-m3 (1 vector)");
+        let s = Stamps::of(&models, "openai:other");
+        assert_eq!(s.mine, 0);
+        assert_eq!(s.listed(), format!("{MODEL_ID} (3 vectors), openai:bge-m3 (1 vector)"));
+        let one = vec![(MODEL_ID.to_owned(), 2)];
+        assert!(Stamps::of(&one, MODEL_ID).compatible());
+        assert!(Stamps::of(&[], "openai:x").compatible(), "an empty store fits any embedder");
+    }
 
     #[test]
     fn every_stamp_reads_back_as_it_was_written() {

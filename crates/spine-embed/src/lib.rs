@@ -29,7 +29,7 @@ pub use background::BackgroundEmbedder;
 pub use batch::{BatchingEmbedder, MAX_BATCH_TEXTS, QUERY_NICE, WORKER_NICE, lower_priority};
 pub use bert::Precision;
 pub use cache::{CacheStats, CachedEmbedder, DEFAULT_CACHE_CAPACITY};
-pub use identity::Identity;
+pub use identity::{Identity, Stamps};
 pub use openai::{OpenAiConfig, OpenAiEmbedder};
 
 use std::path::{Path, PathBuf};

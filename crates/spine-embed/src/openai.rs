@@ -59,19 +59,6 @@ impl OpenAiConfig {
     }
 }
 
-/// The endpoint for a base URL: `{base}/v1/embeddings`, without doubling a `/v1` (or the
-/// whole path) the operator already wrote.
-fn embeddings_url(base: &str) -> String {
-    let base = base.trim().trim_end_matches('/');
-    if base.ends_with("/embeddings") {
-        base.to_owned()
-    } else if base.ends_with("/v1") {
-        format!("{base}/embeddings")
-    } else {
-        format!("{base}/v1/embeddings")
-    }
-}
-
 /// An OpenAI-compatible embedding provider.
 ///
 /// Invariant: every vector it returns has the same length (the configured `dims`, or the
@@ -129,15 +116,9 @@ impl OpenAiEmbedder {
         if config.dims == Some(0) {
             return Err(EmbedError::Provider("the configured dimensions must be above 0".into()));
         }
-        let url = embeddings_url(&config.base_url);
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(EmbedError::Provider(format!(
-                "the embedding server URL must start with http:// or https:// (got {url})"
-            )));
-        }
-        let endpoint = reqwest::Url::parse(&url).map_err(|e| {
-            EmbedError::Provider(format!("the embedding server URL {url} is not valid: {e}"))
-        })?;
+        let endpoint = crate::http::endpoint(&config.base_url, "v1", "embeddings")
+            .map_err(|e| EmbedError::Provider(format!("the embedding server URL {e}")))?;
+        let url = endpoint.to_string();
         let client = blocking_client(config.timeout).map_err(EmbedError::Provider)?;
         Ok(OpenAiEmbedder {
             client,
@@ -270,18 +251,13 @@ mod tests {
 
     #[test]
     fn url_gets_v1_embeddings_once() {
-        for base in [
-            "http://h:1",
-            "http://h:1/",
-            "http://h:1/v1",
-            "http://h:1/v1/",
-            "http://h:1/v1/embeddings",
-            " http://h:1/v1 ",
-        ] {
-            assert_eq!(embeddings_url(base), "http://h:1/v1/embeddings", "{base}");
+        let at = |base: &str| OpenAiEmbedder::new(OpenAiConfig::new(base, "m")).map(|e| e.url);
+        for base in ["http://h:1", "http://h:1/", "http://h:1/v1/", "http://h:1/v1/embeddings"] {
+            assert_eq!(at(base).unwrap(), "http://h:1/v1/embeddings", "{base}");
         }
-        assert_eq!(embeddings_url("https://g/openai/v1"), "https://g/openai/v1/embeddings");
-        assert_eq!(embeddings_url("https://g/openai"), "https://g/openai/v1/embeddings");
+        assert_eq!(at("https://g/openai").unwrap(), "https://g/openai/v1/embeddings");
+        let e = at("ftp://h").err().unwrap().to_string();
+        assert!(e.contains("the embedding server URL must start with http://"), "{e}");
     }
 
     #[test]

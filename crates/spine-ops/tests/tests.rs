@@ -178,13 +178,15 @@ fn archive_and_restore_report_one_outcome_per_id() {
     put(&s, &b, &[1.0]);
     let ids = vec![a.id.to_string(), b.short_id.to_string(), RecordId::mint().to_string()];
     let report = set_archived(&s, ids.clone(), true, at(NOW)).unwrap();
-    let outcomes: Vec<&str> = report.results.iter().map(|r| r.outcome).collect();
+    let outcomes: Vec<&str> = report.results.iter().map(|r| r.outcome.as_str()).collect();
     assert_eq!(outcomes, ["archived", "archived", "not_found"]);
     let again = set_archived(&s, ids[..1].to_vec(), true, at(NOW)).unwrap();
-    assert_eq!(again.results[0].outcome, "already_archived");
+    assert_eq!(again.results[0].outcome, spine_ops::review::Archival::AlreadyArchived);
     let restored = set_archived(&s, ids.clone(), false, at(NOW)).unwrap();
-    let outcomes: Vec<&str> = restored.results.iter().map(|r| r.outcome).collect();
+    let outcomes: Vec<&str> = restored.results.iter().map(|r| r.outcome.as_str()).collect();
     assert_eq!(outcomes, ["restored", "restored", "not_found"]);
+    let json = serde_json::to_value(&restored.results[2]).unwrap();
+    assert_eq!(json["outcome"], "not_found", "the JSON report keeps the names");
     assert!(matches!(
         set_archived(&s, vec!["nope!".into()], true, at(NOW)),
         Err(Error::Invalid(_))

@@ -37,7 +37,7 @@ use spine_store::{Store, StoreError};
 
 use crate::rerank::Reranker;
 
-pub use lifecycle::flip_archived;
+pub use lifecycle::{Archival, flip_archived};
 pub use spine_core::Caller;
 pub use spine_store::Access;
 

@@ -241,7 +241,7 @@ impl Service {
         a: BatchRequest,
         at: Option<spine_core::EpochSeconds>,
     ) -> Result<BatchResult, Error> {
-        let unchanged = if at.is_some() { ALREADY_ARCHIVED } else { NOT_ARCHIVED };
+        let unchanged = Archival::of(at.is_some(), false);
         let owned = Access::owned(caller);
         // Every id resolved at once (one round trip on PostgreSQL); inputs that are no id
         // are not found.
@@ -260,12 +260,16 @@ impl Service {
             .into_iter()
             .zip(resolved)
             .map(|(input, id)| match id {
-                None => BatchOutcome { input, id: String::new(), outcome: "not_found".into() },
+                None => BatchOutcome {
+                    input,
+                    id: String::new(),
+                    outcome: Archival::NotFound.as_str().into(),
+                },
                 Some(id) => {
                     // The record was resolved as owned a moment ago; if a concurrent delete
                     // removed it since, the flip is false and "unchanged" is still true.
                     let outcome = flips.next().unwrap_or(unchanged);
-                    BatchOutcome { input, id: id.to_string(), outcome: outcome.into() }
+                    BatchOutcome { input, id: id.to_string(), outcome: outcome.as_str().into() }
                 }
             })
             .collect();
@@ -273,14 +277,50 @@ impl Service {
     }
 }
 
-/// archive's outcome for a record it archived.
-const ARCHIVED: &str = "archived";
-/// archive's outcome for a record that was archived already.
-const ALREADY_ARCHIVED: &str = "already_archived";
-/// restore's outcome for a record it restored.
-const RESTORED: &str = "restored";
-/// restore's outcome for a record that was not archived.
-const NOT_ARCHIVED: &str = "not_archived";
+/// What archive or restore did with one id: archive_memory and restore_memory report it as
+/// its name (`archived`, `already_archived`, `restored`, `not_archived`, `not_found`), the
+/// operator's `spine-review archive` / `restore` too, plus `ambiguous` for a short_id several
+/// records share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Archival {
+    /// archive archived it.
+    Archived,
+    /// archive found it archived already.
+    AlreadyArchived,
+    /// restore restored it.
+    Restored,
+    /// restore found it not archived.
+    NotArchived,
+    /// No record the caller may change has this id.
+    NotFound,
+    /// The short_id of several records (the operator's commands only).
+    Ambiguous,
+}
+
+impl Archival {
+    /// The outcome's name, as the tools and the operator's JSON report it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Archival::Archived => "archived",
+            Archival::AlreadyArchived => "already_archived",
+            Archival::Restored => "restored",
+            Archival::NotArchived => "not_archived",
+            Archival::NotFound => "not_found",
+            Archival::Ambiguous => "ambiguous",
+        }
+    }
+
+    /// The outcome for a record found, flipped or not: archive (`archive`) or restore.
+    fn of(archive: bool, flipped: bool) -> Self {
+        match (archive, flipped) {
+            (true, true) => Archival::Archived,
+            (true, false) => Archival::AlreadyArchived,
+            (false, true) => Archival::Restored,
+            (false, false) => Archival::NotArchived,
+        }
+    }
+}
 
 /// Archives (`at` given: archived_at = `at`) or restores (`at` None) the records `ids`
 /// through `access`, every one in one transaction, and names what happened to each, in
@@ -293,11 +333,9 @@ pub fn flip_archived(
     access: &Access,
     ids: &[RecordId],
     at: Option<spine_core::EpochSeconds>,
-) -> spine_store::Result<Vec<&'static str>> {
-    let (changed, unchanged) =
-        if at.is_some() { (ARCHIVED, ALREADY_ARCHIVED) } else { (RESTORED, NOT_ARCHIVED) };
+) -> spine_store::Result<Vec<Archival>> {
     let flips = store.set_archived(access, ids, at)?;
-    Ok(flips.into_iter().map(|flipped| if flipped { changed } else { unchanged }).collect())
+    Ok(flips.into_iter().map(|flipped| Archival::of(at.is_some(), flipped)).collect())
 }
 
 /// Targets already superseded and targets that are rules, by the caller's spelling.

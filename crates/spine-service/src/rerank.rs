@@ -92,15 +92,10 @@ impl RerankConfig {
     }
 }
 
-/// `{url}/rerank` (or `url` itself when it already names the endpoint), http or https only.
+/// `{url}/rerank` (or `url` itself when it already names the endpoint), http or https only
+/// (`spine_embed::http::endpoint`, the rule of every outbound model call).
 fn endpoint(url: &str) -> Result<reqwest::Url, String> {
-    let url = url.trim_end_matches('/');
-    let full = if url.ends_with("/rerank") { url.to_owned() } else { format!("{url}/rerank") };
-    let parsed = reqwest::Url::parse(&full).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
-    match parsed.scheme() {
-        "http" | "https" => Ok(parsed),
-        s => Err(format!("{url:?} must be an http or https URL, not {s}")),
-    }
+    spine_embed::http::endpoint(url, "", "rerank").map_err(|e| format!("the rerank URL {e}"))
 }
 
 /// A reranker behind the common HTTP rerank API.

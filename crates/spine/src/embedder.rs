@@ -219,36 +219,29 @@ pub fn check_identity(
     place: &str,
     store_flag: &str,
 ) -> Result<()> {
-    let configured = embedder.model_id();
-    let others: Vec<&(String, u64)> = models.iter().filter(|(m, _)| m != configured).collect();
-    if others.is_empty() {
+    let stamps = spine_embed::Stamps::of(models, embedder.model_id());
+    if stamps.compatible() {
         return Ok(());
     }
-    let listed: Vec<String> =
-        others.iter().map(|(m, n)| format!("{m} ({n} vector{})", plural(*n))).collect();
-    let mine = models.iter().find(|(m, _)| m == configured).map_or(0, |(_, n)| *n);
-    let old_flags: Vec<String> = others.iter().map(|(m, _)| flags_for(m)).collect();
+    let old_flags: Vec<String> = stamps.others.iter().map(|(m, _)| flags_for(m)).collect();
     bail!(
         "the store in {place} holds vectors from another embedder than the configured one.\n  \
-         configured embedder: {configured} ({mine} vector{mine_s} so far)\n  \
+         configured embedder: {configured} ({mine} so far)\n  \
          in the store:        {listed}\n\
          Vectors of different embedders cannot be compared, so spine will not start. Either:\n  \
          - re-embed every record with the new embedder (batched, resumable, safe while an \
          old server runs):\n      spine reindex {store_flag} {flags}\n  \
          - or start spine with the embedder the data was written with: {old}",
-        mine_s = plural(mine),
-        listed = listed.join(", "),
+        configured = stamps.configured,
+        mine = stamps.mine_listed(),
+        listed = stamps.listed(),
         flags = args.flags(),
         old = old_flags.join(" or "),
     );
 }
 
-fn plural(n: u64) -> &'static str {
-    if n == 1 { "" } else { "s" }
-}
-
 /// The flags that select the embedder stamped `model_id`.
-fn flags_for(model_id: &str) -> String {
+pub(crate) fn flags_for(model_id: &str) -> String {
     match spine_embed::Identity::parse(model_id) {
         spine_embed::Identity::Builtin => "--embedder builtin".to_owned(),
         spine_embed::Identity::OpenAi(model) => {

@@ -159,9 +159,10 @@ fn vectors_of_another_embedder_are_a_problem_and_another_embedder_skips_the_mode
     assert_eq!(problems(&report), ["store/embedder"]);
     let embedder = check(&report, "store", "embedder");
     let detail = embedder["detail"].as_str().unwrap();
-    assert!(detail.contains("builtin:all-MiniLM-L6-v2 (1 vectors)"), "{detail}");
+    assert!(detail.contains("builtin:all-MiniLM-L6-v2 (1 vector)"), "{detail}");
     assert!(detail.contains("configured: openai:other"), "{detail}");
-    assert!(embedder["fix"].as_str().unwrap().contains("spine reindex"));
+    let fix = embedder["fix"].as_str().unwrap();
+    assert!(fix.contains("spine reindex") && fix.contains("--embedder builtin"), "{fix}");
     // The built-in model is not needed with another embedder: a note, no file checks.
     assert_eq!(check(&report, "model", "embedder")["status"], "note");
     assert!(

@@ -9,6 +9,8 @@ use serde::Serialize;
 use spine_core::{IdRef, Memory, RecordId, Scope, Timestamp};
 use spine_store::{Access, OperatorStore};
 
+pub use spine_service::Archival;
+
 pub use spine_store::StateCounts;
 
 use crate::{Error, Result};
@@ -99,7 +101,7 @@ pub struct ArchiveOutcome {
     /// Its scope.
     pub scope: String,
     /// `archived` / `already_archived`, `restored` / `not_archived`, `not_found`, `ambiguous`.
-    pub outcome: &'static str,
+    pub outcome: Archival,
     /// On `ambiguous`: every record whose short_id the input matched.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub candidates: Vec<String>,
@@ -141,7 +143,7 @@ pub fn set_archived(
             id: String::new(),
             short_id: String::new(),
             scope: String::new(),
-            outcome: "not_found",
+            outcome: Archival::NotFound,
             candidates: Vec::new(),
         };
         match store.matching(&operator, r, MAX_CANDIDATES)?.as_slice() {
@@ -153,7 +155,7 @@ pub fn set_archived(
                 found.push((results.len(), m.id));
             }
             many => {
-                outcome.outcome = "ambiguous";
+                outcome.outcome = Archival::Ambiguous;
                 outcome.candidates = many.iter().map(|m| m.id.to_string()).collect();
             }
         }

@@ -60,28 +60,11 @@ impl ChatConfig {
     }
 }
 
-/// The endpoint for a base URL: `{base}/v1/chat/completions`, without doubling a `/v1` (or
-/// the whole path) the operator already wrote.
-pub fn chat_url(base: &str) -> String {
-    let base = base.trim().trim_end_matches('/');
-    if base.ends_with("/chat/completions") {
-        base.to_owned()
-    } else if base.ends_with("/v1") {
-        format!("{base}/chat/completions")
-    } else {
-        format!("{base}/v1/chat/completions")
-    }
-}
-
-/// The endpoint of `base`, when it is an http(s) URL.
-pub fn check_url(base: &str) -> crate::Result<String> {
-    let url = chat_url(base);
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(crate::Error::Invalid(format!(
-            "SPINE_SUMMARY_URL must start with http:// or https:// (got {base})"
-        )));
-    }
-    Ok(url)
+/// The endpoint of `base` (`…/v1/chat/completions`, never doubled: `spine_embed::http::endpoint`),
+/// when it is an http(s) URL.
+pub fn check_url(base: &str) -> crate::Result<reqwest::Url> {
+    wire::endpoint(base, "v1", "chat/completions")
+        .map_err(|e| crate::Error::Invalid(format!("SPINE_SUMMARY_URL {e}")))
 }
 
 /// The instructions sent as the system message; the note is the user message.
@@ -138,10 +121,8 @@ struct Answer {
 impl ChatSummarizer {
     /// Builds the client; no request is made until the first summary.
     pub fn new(config: ChatConfig) -> crate::Result<Self> {
-        let url = check_url(&config.base_url)?;
-        let endpoint = reqwest::Url::parse(&url).map_err(|e| {
-            crate::Error::Invalid(format!("SPINE_SUMMARY_URL {url} is not valid: {e}"))
-        })?;
+        let endpoint = check_url(&config.base_url)?;
+        let url = endpoint.to_string();
         let client = blocking_client(config.timeout).map_err(crate::Error::Invalid)?;
         Ok(ChatSummarizer { client, url, endpoint, config })
     }
@@ -232,11 +213,12 @@ mod tests {
 
     #[test]
     fn endpoint_is_not_doubled() {
+        let at = |base: &str| ChatSummarizer::new(ChatConfig::new(base, "m")).map(|c| c.url);
         for base in ["http://h:1", "http://h:1/", "http://h:1/v1", "http://h:1/v1/chat/completions"]
         {
-            assert_eq!(chat_url(base), "http://h:1/v1/chat/completions", "{base}");
+            assert_eq!(at(base).unwrap(), "http://h:1/v1/chat/completions", "{base}");
         }
-        assert_eq!(chat_url("https://gw/openai/v1/"), "https://gw/openai/v1/chat/completions");
+        assert_eq!(at("https://gw/openai/v1/").unwrap(), "https://gw/openai/v1/chat/completions");
     }
 
     #[test]

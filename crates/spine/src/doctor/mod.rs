@@ -364,12 +364,8 @@ fn check_store(common: &Common, report: &mut Report) {
     let configured = configured_embedder(common);
     match store.embedder_models() {
         Ok(models) => {
-            let others: Vec<String> = models
-                .iter()
-                .filter(|(m, _)| *m != configured)
-                .map(|(m, n)| format!("{m} ({n} vectors)"))
-                .collect();
-            if others.is_empty() {
+            let stamps = spine_embed::Stamps::of(&models, &configured);
+            if stamps.compatible() {
                 report.add(
                     AREA,
                     "embedder",
@@ -377,17 +373,20 @@ fn check_store(common: &Common, report: &mut Report) {
                     format!("every vector is from {configured}, the configured embedder"),
                 );
             } else {
+                let old: Vec<String> =
+                    stamps.others.iter().map(|(m, _)| crate::embedder::flags_for(m)).collect();
                 report.problem(
                     AREA,
                     "embedder",
                     format!(
                         "the store holds vectors of another embedder: {}; configured: {configured}",
-                        others.join(", ")
+                        stamps.listed()
                     ),
                     format!(
                         "re-embed with the configured embedder (`spine reindex {flag}` with the \
                          embedder flags you run spine with), or run spine with the embedder the \
-                         data was written with"
+                         data was written with ({})",
+                        old.join(" or ")
                     ),
                 );
             }

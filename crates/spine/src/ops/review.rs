@@ -22,7 +22,7 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use spine_core::{Clock, Scope, SystemClock, Timestamp};
 use spine_ops::OperatorStore;
-use spine_ops::review::StateCounts;
+use spine_ops::review::{Archival, StateCounts};
 
 use crate::embedder::EmbedderArgs;
 use crate::ops::{OutputArgs, ScopeArgs, count};
@@ -185,13 +185,15 @@ fn set_archived(store: &dyn OperatorStore, a: ArchiveArgs, archive: bool) -> Res
     a.output.print(&report, || {
         for r in &report.results {
             match r.outcome {
-                "not_found" => println!("not_found: {}", r.input),
-                "ambiguous" => println!(
+                Archival::NotFound => println!("not_found: {}", r.input),
+                Archival::Ambiguous => println!(
                     "ambiguous: {} is the short_id of {}; use the full id",
                     r.input,
                     r.candidates.join(", ")
                 ),
-                _ => println!("{}: {} ({}, {})", r.outcome, r.short_id, r.id, r.scope),
+                flipped => {
+                    println!("{}: {} ({}, {})", flipped.as_str(), r.short_id, r.id, r.scope)
+                }
             }
         }
     })
