@@ -57,9 +57,7 @@ pub fn endpoint(base: &str, version: &str, path: &str) -> Result<reqwest::Url, S
     let base = base.trim().trim_end_matches('/');
     let url = if base.ends_with(&format!("/{path}")) {
         base.to_owned()
-    } else if version.is_empty() {
-        format!("{base}/{path}")
-    } else if base.ends_with(&format!("/{version}")) {
+    } else if version.is_empty() || base.ends_with(&format!("/{version}")) {
         format!("{base}/{path}")
     } else {
         format!("{base}/{version}/{path}")

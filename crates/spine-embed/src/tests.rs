@@ -106,7 +106,7 @@ fn precision_setting_parses() {
     assert_eq!(Precision::parse(Some("int8")).unwrap(), Precision::Int8);
     // `auto` is int8 where VNNI makes its 8-bit products exact, else f32 arithmetic, with
     // the short texts' weights in half precision where the CPU has the AVX2 kernel and no
-    // AVX-512 (bert/mod.rs).
+    // AVX-512 (bert/precision.rs).
     let want = if Precision::int8_is_fast() {
         Precision::Int8
     } else if crate::kernels::HalfWeights::preferred() {

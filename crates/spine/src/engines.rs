@@ -28,14 +28,58 @@ pub(crate) fn operator_store(
     common: &Common,
     existing: bool,
 ) -> Result<Box<dyn spine_ops::OperatorStore>> {
+    operator_store_at(common, existing).map(|(store, _)| store)
+}
+
+/// [`operator_store`] and where it is (`spine doctor` names it).
+pub(crate) fn operator_store_at(
+    common: &Common,
+    existing: bool,
+) -> Result<(Box<dyn spine_ops::OperatorStore>, Place)> {
     if let Some(url) = database_url(common) {
-        return Ok(Box::new(PgStore::connect(url).context("opening the PostgreSQL store")?));
+        let store = open_postgres(url)?;
+        let place = Place::postgres(&store);
+        return Ok((Box::new(store), place));
     }
     let data_dir = data_dir(common, existing)?;
-    Ok(Box::new(
-        SqliteStore::open(&data_dir)
-            .with_context(|| format!("opening the store in {}", data_dir.display()))?,
-    ))
+    let store = open_embedded(&data_dir)?;
+    Ok((Box::new(store), Place::embedded(&data_dir)))
+}
+
+/// Connects to PostgreSQL at `url`: every command's one way in.
+fn open_postgres(url: &str) -> Result<PgStore> {
+    PgStore::connect(url).context("cannot open the PostgreSQL store")
+}
+
+/// Opens (creating it when there is none) the embedded store in `data_dir`: every command's
+/// one way in.
+fn open_embedded(data_dir: &std::path::Path) -> Result<SqliteStore> {
+    SqliteStore::open(data_dir)
+        .with_context(|| format!("cannot open the store in {}", data_dir.display()))
+}
+
+/// Where a store is, as messages name it (`the store in {name}`), and the flag that selects
+/// it (`spine reindex {flag}`).
+#[derive(Debug, Clone)]
+pub(crate) struct Place {
+    pub(crate) name: String,
+    pub(crate) flag: String,
+}
+
+impl Place {
+    fn postgres(store: &PgStore) -> Self {
+        Place {
+            name: format!("PostgreSQL at {}", store.target()),
+            flag: "--database-url <url>".into(),
+        }
+    }
+
+    fn embedded(data_dir: &std::path::Path) -> Self {
+        Place {
+            name: data_dir.display().to_string(),
+            flag: format!("--data-dir {}", data_dir.display()),
+        }
+    }
 }
 
 /// The built-in model's directory `common` selects: `--model-dir`, else the default cache
@@ -54,9 +98,8 @@ pub(crate) fn database_url(common: &Common) -> Option<&str> {
 /// or PostgreSQL at `--database-url`.
 pub(crate) struct ServiceStore {
     pub(crate) store: Arc<dyn Store>,
-    /// Where it is, for messages (`the store in …`), and the flag that selects it.
-    place: String,
-    flag: String,
+    /// Where it is, for messages.
+    place: Place,
     /// Records by state for `/metrics`.
     pub(crate) counts: crate::metrics::StateCounter,
 }
@@ -75,8 +118,8 @@ impl ServiceStore {
             &models,
             embedder,
             &common.embedder,
-            &self.place,
-            &self.flag,
+            &self.place.name,
+            &self.place.flag,
         )
     }
 }
@@ -105,27 +148,22 @@ pub(crate) enum Opener {
 /// Opens the store `common` selects, as `opener` needs it.
 pub(crate) fn service_store(common: &Common, opener: Opener) -> Result<ServiceStore> {
     if let Some(url) = database_url(common) {
-        let store = Arc::new(PgStore::connect(url).context("opening the PostgreSQL store")?);
+        let store = Arc::new(open_postgres(url)?);
         tracing::info!(database = %store.target(), "store open");
-        let place = format!("PostgreSQL at {}", store.target());
+        let place = Place::postgres(&store);
         let counted = store.clone();
         return Ok(ServiceStore {
             store,
             place,
-            flag: "--database-url <url>".into(),
             counts: Arc::new(move |now| counted.state_counts(None, now)),
         });
     }
     let data_dir = data_dir(common, opener == Opener::Hook)?;
-    let store = Arc::new(
-        SqliteStore::open(&data_dir)
-            .with_context(|| format!("opening the store in {}", data_dir.display()))?,
-    );
+    let store = Arc::new(open_embedded(&data_dir)?);
     tracing::info!(db = %store.path().display(), "store open");
     let counted = store.clone();
     Ok(ServiceStore {
-        place: data_dir.display().to_string(),
-        flag: format!("--data-dir {}", data_dir.display()),
+        place: Place::embedded(&data_dir),
         counts: Arc::new(move |now| counted.state_counts(None, now)),
         store: {
             if opener == Opener::Server {

@@ -5,8 +5,8 @@ use candle_core::{DType, Result, Tensor};
 
 /// The word-embedding table, read in place from the memory-mapped weights file: a lookup
 /// copies only the rows of the tokens it is given. Copying the whole table (30,522 × 384
-/// values, 47 MB — half the file) into a tensor at load took ~50 ms of a ~90 ms model load
-/// (README "Performance"), for the few hundred rows a text uses.
+/// values, half the file) into a tensor at load took much of the model's load (README
+/// "Performance"), for the few hundred rows a text uses.
 pub(super) struct MappedEmbedding {
     file: MmapedSafetensors,
     /// The table's name in `file`.

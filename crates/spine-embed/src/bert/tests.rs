@@ -1,5 +1,8 @@
-use super::*;
-use candle_core::Device;
+use super::int8::{
+    ACTIVATION_ZERO, SMOOTHING, quantize_row, quantize_weights, weight_level, weight_levels,
+};
+use super::linear::Linear;
+use candle_core::{Device, Result, Tensor};
 
 /// rten-gemm's int8 product against the plain f32 one, within the bound the two
 /// quantisations allow, on 40 rows (past the kernels' first tile of rows: rten-gemm

@@ -208,28 +208,9 @@ fn check_model(common: &Common, report: &mut Report) {
 
 fn check_store(common: &Common, report: &mut Report) {
     const AREA: &str = "store";
-    let (store, place, flag): (Box<dyn spine_store::OperatorStore>, String, String) = if let Some(
-        url,
-    ) =
-        crate::engines::database_url(common)
-    {
-        match spine_store::PgStore::connect(url) {
-            Ok(s) => {
-                let target = s.target().to_string();
-                (Box::new(s), format!("PostgreSQL at {target}"), "--database-url <url>".into())
-            }
-            Err(e) => {
-                report.problem(
-                    AREA,
-                    "open",
-                    format!("cannot open the PostgreSQL store: {e:#}"),
-                    "check --database-url / SPINE_DATABASE_URL and that the server is up",
-                );
-                return;
-            }
-        }
-    } else {
-        let dir = common.data_dir.clone().unwrap_or_else(crate::engines::default_data_dir);
+    let postgres = crate::engines::database_url(common).is_some();
+    if !postgres {
+        let dir = crate::engines::data_dir(common, false).unwrap_or_default();
         if !dir.join(spine_store::DB_FILE).is_file() {
             report.add(
                 AREA,
@@ -286,21 +267,23 @@ fn check_store(common: &Common, report: &mut Report) {
                 return;
             }
         }
-        match spine_store::SqliteStore::open(&dir) {
-            Ok(s) => {
-                (Box::new(s), dir.display().to_string(), format!("--data-dir {}", dir.display()))
-            }
+    }
+    // The one opener the commands use (existence and layout were checked above: doctor never
+    // creates or upgrades a store).
+    let (store, crate::engines::Place { name: place, flag }) =
+        match crate::engines::operator_store_at(common, true) {
+            Ok(opened) => opened,
             Err(e) => {
-                report.problem(
-                        AREA,
-                        "open",
-                        format!("cannot open the store in {}: {e:#}", dir.display()),
-                        "check the directory's permissions and free space; `spine spine-review verify` checks the records",
-                    );
+                let fix = if postgres {
+                    "check --database-url / SPINE_DATABASE_URL and that the server is up"
+                } else {
+                    "check the directory's permissions and free space; `spine spine-review \
+                     verify` checks the records"
+                };
+                report.problem(AREA, "open", format!("{e:#}"), fix);
                 return;
             }
-        }
-    };
+        };
     report.add(AREA, "open", Status::Ok, place.clone());
     match store.schema_versions() {
         Ok(versions) => {
