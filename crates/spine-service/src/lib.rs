@@ -160,6 +160,9 @@ fn store_error(e: StoreError) -> Error {
         StoreError::Unavailable(m) => {
             Error::unavailable(format!("the database is unavailable: {m}"))
         }
+        StoreError::NotDurable(m) => {
+            Error::unavailable(format!("the store cannot make writes durable: {m}"))
+        }
         e => match e.resource_fault() {
             Some(cause) => Error::unavailable(format!(
                 "the store cannot write: {cause}; nothing was changed, and the call will \
@@ -174,4 +177,18 @@ fn store_error(e: StoreError) -> Error {
 fn embed_error(e: spine_embed::EmbedError) -> Error {
     tracing::error!(error = %e, "embedding failed");
     Error::unavailable(format!("the embedding model failed: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_that_cannot_be_made_durable_is_unavailable_naming_the_cause() {
+        let e = store_error(StoreError::NotDurable("the log could not be flushed (EIO)".into()));
+        assert_eq!(e.code, spine_core::ErrorCode::Unavailable);
+        assert!(e.message.contains("cannot make writes durable") && e.message.contains("EIO"));
+        let e = store_error(StoreError::Io("something else".into()));
+        assert_eq!(e.code, spine_core::ErrorCode::Internal);
+    }
 }

@@ -64,6 +64,10 @@ pub enum StoreError {
     /// the call may be retried.
     #[error("{0}")]
     Unavailable(String),
+    /// A write could not be made durable: flushing the log to disk failed, and the store
+    /// refuses writes until it has made what it committed durable another way.
+    #[error("{0}")]
+    NotDurable(String),
 }
 
 impl StoreError {
@@ -427,7 +431,8 @@ pub trait Store: Send + Sync {
     /// The union of the `q.any` nearest records of any state and the `q.active` nearest
     /// active ones, best first (score descending, then id descending). The filters are exact;
     /// the nearest are found through the in-memory index (see `index.rs`), whose quantised
-    /// stages reach recall@10 ≥ 0.99 against an exact scan; scores are exact cosines.
+    /// stages come close to an exact scan (recall@10 against one: docs/performance.md,
+    /// "Search at scale"); scores are exact cosines.
     /// Active neighbours carry their record, read in the same read transaction as the scan,
     /// so a search never sees a record half-way through a concurrent change.
     fn nearest(&self, q: &NearestQuery<'_>) -> Result<Vec<Neighbour>>;

@@ -12,6 +12,15 @@
 //! the database and flushes the database before the WAL is reused, so a frame that was on
 //! disk stays recoverable. The same technique as PostgreSQL's WAL flush grouping; no crate
 //! offers it for `rusqlite`, and it is forty lines.
+//!
+//! A failed flush proves nothing about any frame written since the last good one, and a
+//! retried one proves nothing either: after a failed writeback Linux marks the pages clean,
+//! so the next `fdatasync` succeeds without writing them (PostgreSQL's "fsyncgate"). So a
+//! failure fails *every* writer waiting for a group it did not cover, not only the one that
+//! ran it, and the log stays failed — no later flush is trusted, every write is refused
+//! before it commits — until the store has made what is committed durable another way
+//! ([`GroupSync::recovered`]: a checkpoint that copied the log into the database file and
+//! flushed that file, `SqliteStore::recover`).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -31,6 +40,9 @@ struct Log {
     syncing: bool,
     /// Flushes run, for tests and the log.
     flushes: u64,
+    /// A flush failed since the last recovery: what it said. Nothing written after the last
+    /// good flush can be trusted to be on disk, whatever later flushes return.
+    failed: Option<String>,
 }
 
 /// The WAL of one database and who waits for it to reach the disk.
@@ -39,6 +51,9 @@ pub(crate) struct GroupSync {
     wal: PathBuf,
     log: Mutex<Log>,
     flushed: Condvar,
+    /// Tests: how many of the next flushes fail with EIO, as a failing disk's would.
+    #[cfg(test)]
+    pub(crate) fail_flushes: std::sync::atomic::AtomicU32,
 }
 
 impl GroupSync {
@@ -46,7 +61,13 @@ impl GroupSync {
     pub(crate) fn new(db: &Path) -> Self {
         let mut wal = db.as_os_str().to_owned();
         wal.push("-wal");
-        GroupSync { wal: wal.into(), log: Mutex::default(), flushed: Condvar::new() }
+        GroupSync {
+            wal: wal.into(),
+            log: Mutex::default(),
+            flushed: Condvar::new(),
+            #[cfg(test)]
+            fail_flushes: Default::default(),
+        }
     }
 
     fn log(&self) -> MutexGuard<'_, Log> {
@@ -70,12 +91,25 @@ impl GroupSync {
     /// after the flush running now and, if that one started before it was written, one
     /// more, run by whichever waiter comes first.
     pub(crate) fn wait(&self, through: u64) -> io::Result<()> {
-        self.wait_with(through, || flush(&self.wal))
+        self.wait_with(through, || {
+            #[cfg(test)]
+            {
+                use std::sync::atomic::Ordering::SeqCst;
+                let fail = |n: u32| n.checked_sub(1);
+                if self.fail_flushes.fetch_update(SeqCst, SeqCst, fail).is_ok() {
+                    return Err(io::Error::from_raw_os_error(5)); // EIO
+                }
+            }
+            flush(&self.wal)
+        })
     }
 
     fn wait_with(&self, through: u64, flush: impl Fn() -> io::Result<()>) -> io::Result<()> {
         let mut log = self.log();
         while log.synced < through {
+            if let Some(failed) = &log.failed {
+                return Err(not_durable(failed));
+            }
             if log.syncing {
                 log = self.flushed.wait(log).unwrap_or_else(|p| p.into_inner());
                 continue;
@@ -87,14 +121,38 @@ impl GroupSync {
             log = self.log();
             log.syncing = false;
             log.flushes += 1;
-            if flushed.is_ok() {
-                log.synced = log.synced.max(target);
+            match &flushed {
+                Ok(()) => log.synced = log.synced.max(target),
+                // Fails the leader and, woken, everyone else waiting for a group past
+                // `synced`; no one flushes again until a recovery.
+                Err(e) => {
+                    tracing::error!(error = %e, "flushing the log failed: writes are refused until it is recovered");
+                    log.failed = Some(e.to_string());
+                }
             }
             self.flushed.notify_all();
-            // A failed flush fails its leader; the others try again themselves.
-            flushed?;
+            flushed.map_err(|e| not_durable(&e.to_string()))?;
         }
         Ok(())
+    }
+
+    /// What the failed flush said, while the log is failed (writes are refused then).
+    pub(crate) fn failed(&self) -> Option<String> {
+        self.log().failed.clone()
+    }
+
+    /// Every group up to `through` (all written so far: the caller holds the write
+    /// connection) reached the disk another way — a checkpoint copied the log into the
+    /// database file and flushed it — so it counts as flushed, and flushes are trusted again.
+    pub(crate) fn recovered(&self, through: u64) {
+        let mut log = self.log();
+        log.synced = log.synced.max(through);
+        if log.failed.take().is_some() {
+            tracing::warn!(
+                "the log is on disk again (checkpointed into the database): writes resume"
+            );
+        }
+        self.flushed.notify_all();
     }
 
     /// Groups written, groups on disk, flushes run.
@@ -103,6 +161,15 @@ impl GroupSync {
         let log = self.log();
         (log.written, log.synced, log.flushes)
     }
+}
+
+/// The error of a write that cannot be made durable: the flush's own, with what it means.
+pub(crate) fn not_durable(cause: &str) -> io::Error {
+    io::Error::other(format!(
+        "the log could not be flushed to disk ({cause}): writes are refused until the store \
+         has checkpointed it into the database file and flushed that; a write refused this \
+         way may or may not be present afterwards"
+    ))
 }
 
 /// `fdatasync` of the WAL. No WAL file means nothing waits in one: SQLite removes it only
@@ -160,16 +227,59 @@ mod tests {
         sync.wait_with(4, || panic!("flushed with nothing to flush")).unwrap();
     }
 
-    /// A failed flush reaches its caller and covers nothing; the next caller flushes again.
+    /// A failed flush reaches its caller and covers nothing, and no later flush is trusted:
+    /// the next caller fails without flushing, until a recovery covers what was written.
     #[test]
-    fn a_failed_flush_is_an_error_and_is_tried_again() {
+    fn a_failed_flush_fails_until_recovered_and_a_retry_proves_nothing() {
         let sync = GroupSync::new(Path::new("/nonexistent/db"));
         let through = sync.written(1);
         let err = sync.wait_with(through, || Err(io::Error::other("disk gone"))).unwrap_err();
-        assert_eq!(err.to_string(), "disk gone");
+        assert!(err.to_string().contains("(disk gone)"), "{err}");
         assert_eq!(sync.counts(), (1, 0, 1));
-        sync.wait_with(through, || Ok(())).unwrap();
-        assert_eq!(sync.counts(), (1, 1, 2));
+        assert!(sync.failed().is_some());
+        // A retry would "succeed" on Linux without writing the dropped pages: none is made.
+        let later = sync.written(2);
+        let err = sync.wait_with(later, || panic!("a failed log was flushed again")).unwrap_err();
+        assert!(err.to_string().contains("writes are refused"), "{err}");
+        sync.recovered(later);
+        assert_eq!((sync.failed(), sync.counts()), (None, (2, 2, 1)));
+        sync.wait_with(later, || panic!("recovered groups need no flush")).unwrap();
+        let next = sync.written(3);
+        sync.wait_with(next, || Ok(())).unwrap();
+        assert_eq!(sync.counts(), (3, 3, 2));
+    }
+
+    /// Every writer waiting when a flush fails is failed, not only its leader: they would
+    /// otherwise flush again, "succeed", and be acknowledged for frames that are not on disk.
+    #[test]
+    fn a_failed_flush_fails_every_writer_waiting_for_it() {
+        let sync = GroupSync::new(Path::new("/nonexistent/db"));
+        let (started, first_started) = mpsc::channel();
+        let (release, released) = mpsc::channel::<()>();
+        let released = Mutex::new(released);
+        let flush = || {
+            started.send(()).unwrap();
+            released.lock().unwrap().recv_timeout(Duration::from_secs(30)).unwrap();
+            Err(io::Error::other("EIO"))
+        };
+        let sync = &sync;
+        std::thread::scope(|s| {
+            let first = sync.written(1);
+            let leader = s.spawn(move || sync.wait_with(first, flush));
+            first_started.recv_timeout(Duration::from_secs(30)).unwrap();
+            let waiters: Vec<_> = (2..5)
+                .map(|changes| {
+                    let through = sync.written(changes);
+                    s.spawn(move || sync.wait_with(through, || Ok(())))
+                })
+                .collect();
+            release.send(()).unwrap();
+            assert!(leader.join().unwrap().is_err());
+            for w in waiters {
+                assert!(w.join().unwrap().is_err(), "a waiter was acknowledged after the failure");
+            }
+        });
+        assert_eq!(sync.counts(), (4, 0, 1), "one flush, the failed one");
     }
 
     /// The WAL of a real database is found and flushed; a missing one is nothing to flush.

@@ -95,8 +95,8 @@ impl SqliteStore {
     /// From now on, a search made while the search index is not loaded scans the records its
     /// filters leave exactly, in SQL, instead of loading the index first: for a process that
     /// searches once and exits (`spine hook prompt`), where reading every record into the
-    /// index would cost more than the search (0.3 s at 100,000 records, against a scan of
-    /// the one scope it searches). Answers are the index's, exactly (its stages only ever
+    /// index would cost more than the search (most of a hook's time at 100,000 records,
+    /// against a scan of the one scope it searches; docs/performance.md, "Hooks"). Answers are the index's, exactly (its stages only ever
     /// approximate an exact scan). A loaded index serves as usual.
     pub fn search_without_loading(&self) {
         self.scan_unloaded.store(true, Ordering::Relaxed);
@@ -140,9 +140,46 @@ impl SqliteStore {
         &self,
         f: impl FnOnce(&Connection) -> Result<T> + Send,
     ) -> Result<T> {
+        self.recover()?;
         let (out, through) = self.combined(Kind::Write, f)?;
-        self.wal.wait(through).map_err(|e| StoreError::Io(format!("flushing the log: {e}")))?;
+        self.wal.wait(through).map_err(|e| StoreError::NotDurable(e.to_string()))?;
         out
+    }
+
+    /// After a failed flush of the log ([`durable`]): makes what is committed durable
+    /// without trusting the log's flushes — a checkpoint copies every frame into the
+    /// database file, which SQLite then flushes, and starts the log over — and lets writes
+    /// resume; or, while that fails too (the disk still failing, a reader holding the log),
+    /// the write is refused (`NotDurable`) before anything of it is committed. Nothing to do
+    /// while the log is sound.
+    fn recover(&self) -> Result<()> {
+        let Some(failed) = self.wal.failed() else { return Ok(()) };
+        let conn = self.lock();
+        // Another writer may have recovered while this one waited for the connection.
+        if self.wal.failed().is_none() {
+            return Ok(());
+        }
+        let through = self.wal.written(conn.total_changes());
+        let checkpointed = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        });
+        match checkpointed {
+            // Not busy: every frame is in the database file, flushed, and the log is empty.
+            Ok((0, _, _)) => {
+                self.wal.recovered(through);
+                Ok(())
+            }
+            Ok(_) => Err(StoreError::NotDurable(
+                durable::not_durable(&format!(
+                    "{failed}; the checkpoint that would recover it could not complete yet"
+                ))
+                .to_string(),
+            )),
+            Err(e) => Err(StoreError::NotDurable(
+                durable::not_durable(&format!("{failed}; recovering it failed too: {e}"))
+                    .to_string(),
+            )),
+        }
     }
 
     /// Runs `f` as one write of `kind` in a batch ([`combine`]): its own result, and the log
@@ -182,7 +219,7 @@ impl SqliteStore {
             self.commits.committed();
             (out, self.wal.written(conn.total_changes()))
         };
-        self.wal.wait(through).map_err(|e| StoreError::Io(format!("flushing the log: {e}")))?;
+        self.wal.wait(through).map_err(|e| StoreError::NotDurable(e.to_string()))?;
         out
     }
 

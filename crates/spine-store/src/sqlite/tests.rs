@@ -200,6 +200,39 @@ fn a_failed_commit_fails_every_write_of_its_batch() {
     assert_eq!(pads(&store), vec![3], "the next batch commits");
 }
 
+/// After a failed flush of the log the write is refused as not durable, and so is the next
+/// until a checkpoint has put every committed frame into the database file: then writes
+/// resume, nothing committed before is lost, and the log has started over.
+#[test]
+fn a_failed_flush_refuses_writes_until_a_checkpoint_recovers_the_log() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    pad_table(&store);
+    store.write(pad(1)).unwrap();
+    store.wal.fail_flushes.store(1, SeqCst);
+    let refused = store.write(pad(2)).unwrap_err();
+    let StoreError::NotDurable(why) = &refused else { panic!("{refused:?}") };
+    assert!(why.contains("Input/output error") && why.contains("refused"), "{why}");
+    assert!(store.wal.failed().is_some());
+    // Reads go on; the next write recovers first (the checkpoint) and is acknowledged.
+    assert_eq!(pads(&store), vec![1, 2], "committed, not acknowledged");
+    store.write(pad(3)).unwrap();
+    assert!(store.wal.failed().is_none());
+    let wal = std::fs::metadata(dir.path().join("spine.db-wal")).map_or(0, |m| m.len());
+    let (_, synced, _) = store.wal.counts();
+    assert!(synced >= 3, "{synced}");
+    assert!(wal < 64 * 1024, "the checkpoint started the log over: {wal} bytes");
+    // Failed again: refused again, and recovered again by the next write.
+    store.wal.fail_flushes.store(1, SeqCst);
+    assert!(matches!(store.write(pad(4)), Err(StoreError::NotDurable(_))));
+    store.write(pad(5)).unwrap();
+    assert_eq!(pads(&store), vec![1, 2, 3, 4, 5]);
+    drop(store);
+    let again = SqliteStore::open(dir.path()).unwrap();
+    assert_eq!(pads(&again), vec![1, 2, 3, 4, 5]);
+}
+
 /// Runs `f` while a connection to `path` holds the write lock, which it lets go 150 ms
 /// after `f` starts (long enough that what `f` does meets the lock; SQLite's busy wait
 /// and [`enter_wal`](super::open::enter_wal)'s retries outlast it) or as soon as `f` returns.
