@@ -102,6 +102,42 @@ fn chain_of_three_runs_forward_with_one_live_head() {
     assert_eq!(count(&env), before);
 }
 
+/// Deleting a correction through the tools brings back what it corrected (docs/records.md,
+/// "Deleting a record in a chain"): recall finds it again, it names no successor, and the
+/// store verifies clean; deleting the middle of a chain links its ends.
+#[test]
+fn deleting_a_correction_brings_back_what_it_corrected() {
+    let env = env();
+    let del = |id: &str| env.service.delete_memory(&anon(), args(json!({"id": id}))).unwrap();
+    let a = put(&env, &anon(), "We deploy with Heroku.").id.to_string();
+    let b = supersede(&env, &anon(), supersede_args("We deploy with Fly.io.", &[&a], json!({})))
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let c = supersede(&env, &anon(), supersede_args("We deploy with GKE.", &[&b], json!({})))
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    del(&b);
+    assert_eq!(get(&env, &anon(), &a)["superseded_by"], c, "A links to C");
+    assert_eq!(search_ids(&env, &anon(), "how do we deploy"), vec![c.clone()]);
+    del(&c);
+    let ga = get(&env, &anon(), &a);
+    assert!(ga.get("superseded_by").is_none() && ga.get("states").is_none(), "{ga}");
+    assert_eq!(search_ids(&env, &anon(), "how do we deploy"), vec![a]);
+    let page = spine_store::RowidPage { scope: None, after: 0, limit: 100 };
+    let expect = spine_store::VectorExpectation { model: None, dims: None, configured: false };
+    use spine_store::ReviewStore;
+    let verified = match &env._db {
+        Some(db) => spine_store::PgStore::connect(&db.url).unwrap().verify_page(page, &expect),
+        None => spine_store::SqliteStore::open(env._dir.path()).unwrap().verify_page(page, &expect),
+    }
+    .unwrap();
+    assert!(verified.violations.is_empty(), "{:?}", verified.violations);
+}
+
 #[test]
 fn one_correction_merges_several_targets_and_duplicates_collapse() {
     let env = env();

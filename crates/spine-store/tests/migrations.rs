@@ -85,7 +85,7 @@ fn a_v2_database_migrates_and_serves_every_read() {
     v2_database(dir.path(), &m, &[0.6, 0.8]);
 
     let store = SqliteStore::open(dir.path()).unwrap();
-    assert_eq!(user_version(&store), 8, "every migration applied");
+    assert_eq!(user_version(&store), 9, "every migration applied");
     assert!(!table_exists(&store, "memory_fts"), "step 6 dropped the FTS5 index");
     assert!(table_exists(&store, "changes"));
 
@@ -144,7 +144,7 @@ fn reopening_a_migrated_store_changes_nothing() {
         store.insert(&m, spine_store::Embedding { model: "m1", vector: &[1.0] }).unwrap();
     }
     let store = SqliteStore::open(dir.path()).unwrap();
-    assert_eq!(user_version(&store), 8);
+    assert_eq!(user_version(&store), 9);
     let got = store.resolve(&Access::read(&Caller::anonymous()), &IdRef::Id(m.id)).unwrap();
     assert_eq!(got.unwrap(), m);
 }
@@ -158,4 +158,30 @@ fn a_database_from_a_newer_spine_is_refused() {
     }
     let err = SqliteStore::open(dir.path()).err().expect("refused");
     assert!(err.to_string().contains("newer spine"), "{err}");
+}
+
+/// Step 9 cuts the links earlier deletes left dangling: a record superseded by one that no
+/// longer exists is a live head again, in its column and its payload alike.
+#[test]
+fn step_9_makes_a_record_whose_successor_was_deleted_a_live_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut dangling, kept) = (memory("Deploys go out on Tuesdays"), memory("Use WAL mode"));
+    dangling.superseded_by = Some(RecordId::mint());
+    {
+        let store = SqliteStore::open(dir.path()).unwrap();
+        for m in [&dangling, &kept] {
+            store.insert(m, spine_store::Embedding { model: "m1", vector: &[1.0] }).unwrap();
+        }
+    }
+    {
+        let conn = Connection::open(dir.path().join(spine_store::DB_FILE)).unwrap();
+        conn.execute_batch("DROP TRIGGER memories_splice_deleted; PRAGMA user_version = 8;")
+            .unwrap();
+    }
+    let store = SqliteStore::open(dir.path()).unwrap();
+    assert_eq!(user_version(&store), 9);
+    let got = store.get_many(&[dangling.id, kept.id]).unwrap();
+    assert_eq!(got[0].superseded_by, None);
+    assert_eq!(got[0], Memory { superseded_by: None, ..dangling }, "nothing else changed");
+    assert_eq!(got[1], kept);
 }

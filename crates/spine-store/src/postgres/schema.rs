@@ -61,17 +61,72 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 4: vectors kept in the row. pgvector stores them out of line by default (`external`),
     // and a 384-dimension vector (1.5 KiB) beside a payload takes a row past the 2 KiB at
     // which PostgreSQL moves a value out: an exact scan then fetched each vector from the
-    // TOAST table, ~4 µs a row. `main` keeps it in the row (floats do not compress) and
+    // TOAST table, a cost on every row (docs/performance.md, "PostgreSQL: round trips and
+    // the scan's reads"). `main` keeps it in the row (floats do not compress) and
     // moves the payload out instead, which a scan reads only for the rows it returns. A
     // catalog change: rows written before keep their layout until they are rewritten.
     "ALTER TABLE memories ALTER COLUMN vec SET STORAGE MAIN;",
     // 5: room in each page for a row's next version. Reading a record (`touch`) rewrites its
     // access count, an archive its state: PostgreSQL writes a new version of the whole row
-    // (~2.4 KiB with its vector), and when that version fits in the same page and no
+    // (its vector included), and when that version fits in the same page and no
     // indexed column changed, no index gets a new entry (a HOT update). Filled to the brim,
-    // a page had no room: about half of the touches put a new entry in every index,
-    // pgvector's HNSW graph among them (a touch took 0.9-1.0 ms in the database). At 70% a
+    // a page had no room: many touches put a new entry in every index, pgvector's HNSW
+    // graph among them, and a touch took several times as long in the database as with room
+    // kept (docs/performance.md, "PostgreSQL: room for the next version of a row"). At 70% a
     // page keeps room for one more version, and pruning reclaims it once the old one is
     // dead. A storage parameter: pages written before keep their fill until rewritten.
     "ALTER TABLE memories SET (fillfactor = 70);",
+    // 6: deleting a record splices it out of its chain, whichever command deletes it, as
+    // SQLite's step 9 does (docs/records.md, "Deleting a record in a chain"). A row trigger
+    // here fires after the whole statement, when every deleted row is gone: one statement
+    // trigger reads them all (the transition table) and follows each survivor's successor
+    // through the deleted ones to the first that survives (none: a live head again); each
+    // surviving successor then lists the records that name it now beside what it listed.
+    // The links earlier deletes left dangling are cut the same way.
+    r#"CREATE FUNCTION spine_splice_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        -- Survivors that named a deleted record name its first surviving successor (NULL:
+        -- none, a live head again).
+        WITH RECURSIVE walk(start, at, depth) AS (
+            SELECT g.id, g.superseded_by, 0 FROM gone g
+            UNION ALL
+            SELECT w.start, g.superseded_by, w.depth + 1
+            FROM walk w JOIN gone g ON g.id = w.at
+            WHERE w.depth < 1000
+        ), heads AS (
+            SELECT start, at AS head FROM walk
+            WHERE at IS NULL OR NOT EXISTS (SELECT 1 FROM gone g WHERE g.id = walk.at)
+        )
+        UPDATE memories p SET superseded_by = h.head,
+            body = CASE WHEN h.head IS NULL THEN p.body::jsonb - 'superseded_by'
+                ELSE jsonb_set(p.body::jsonb, '{superseded_by}', to_jsonb(h.head)) END::json
+        FROM heads h WHERE p.superseded_by = h.start;
+        -- Those successors list who names them now, beside what they listed (a deleted
+        -- predecessor stays listed, as a purged one always has).
+        WITH RECURSIVE walk(start, at, depth) AS (
+            SELECT g.id, g.superseded_by, 0 FROM gone g
+            UNION ALL
+            SELECT w.start, g.superseded_by, w.depth + 1
+            FROM walk w JOIN gone g ON g.id = w.at
+            WHERE w.depth < 1000
+        ), heads AS (
+            SELECT start, at AS head FROM walk
+            WHERE at IS NULL OR NOT EXISTS (SELECT 1 FROM gone g WHERE g.id = walk.at)
+        )
+        UPDATE memories s SET body = jsonb_set(s.body::jsonb, '{supersedes}', (
+            SELECT jsonb_agg(id ORDER BY id) FROM (
+                SELECT v #>> '{}' AS id
+                FROM jsonb_array_elements(coalesce(s.body::jsonb -> 'supersedes', '[]')) v
+                UNION
+                SELECT p.id FROM memories p WHERE p.superseded_by = s.id
+            ) kept
+        ))::json
+        WHERE s.id IN (SELECT head FROM heads WHERE head IS NOT NULL);
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER memories_splice_deleted AFTER DELETE ON memories
+        REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION spine_splice_deleted();
+    UPDATE memories SET superseded_by = NULL, body = (body::jsonb - 'superseded_by')::json
+    WHERE superseded_by IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM memories s WHERE s.id = memories.superseded_by);"#,
 ];

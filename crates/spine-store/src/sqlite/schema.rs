@@ -102,4 +102,32 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 8: shared records by scope, for the scope listing's probe of shared records
     // (`Where::scopes`), as PostgreSQL's `memories_shared_scope`.
     "CREATE INDEX memories_shared_scope ON memories(scope) WHERE visibility = 'shared';",
+    // 9: deleting a record splices it out of its chain, whichever command deletes it
+    // (delete_memory, delete_all, purge, prune): its predecessors name its successor as
+    // theirs, or become live heads again when it had none, and the successor lists them in
+    // its `supersedes` beside it (a deleted predecessor stays listed, as a purged one always
+    // has: verify accepts it) (docs/records.md, "Deleting a record in a chain").
+    // Before, a predecessor kept naming a record that no longer existed, and verify
+    // reported `dangling_successor` on a store that only ever used the tools. A row-level
+    // trigger runs as each row goes, so a chain deleted together splices link by link. The
+    // links such deletes already left dangling are cut the same way (no successor known).
+    "CREATE TRIGGER memories_splice_deleted AFTER DELETE ON memories BEGIN
+        UPDATE memories SET body = json_set(body, '$.supersedes', json((
+            SELECT json_group_array(id) FROM (
+                SELECT value AS id FROM json_each(memories.body, '$.supersedes')
+                UNION
+                SELECT p.id FROM memories p WHERE p.superseded_by = old.id
+            )
+        )))
+        WHERE old.superseded_by IS NOT NULL AND id = old.superseded_by
+            AND EXISTS (SELECT 1 FROM memories p WHERE p.superseded_by = old.id);
+        UPDATE memories SET superseded_by = old.superseded_by,
+            body = CASE WHEN old.superseded_by IS NULL
+                THEN json_remove(body, '$.superseded_by')
+                ELSE json_set(body, '$.superseded_by', old.superseded_by) END
+        WHERE superseded_by = old.id;
+    END;
+    UPDATE memories SET superseded_by = NULL, body = json_remove(body, '$.superseded_by')
+    WHERE superseded_by IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM memories s WHERE s.id = memories.superseded_by);",
 ];

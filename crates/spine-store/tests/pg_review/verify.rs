@@ -160,3 +160,63 @@ fn verify_pages_find_the_same_violations() {
     assert!(same(&backends, |b| b.store().duplicate_short_ids(None).unwrap()).is_empty());
     assert!(same(&backends, |b| b.store().duplicate_short_ids(Some(&scope())).unwrap()).is_empty());
 }
+
+/// Deleting a record in a chain splices it out, on both engines and whichever delete runs:
+/// its predecessors name its successor (or become live heads when it had none), the
+/// successor lists them beside it, and verify stays clean — as it must on a store that
+/// only ever used the tools.
+#[test]
+fn deleting_a_record_in_a_chain_splices_it_out_and_verify_stays_clean() {
+    use spine_core::Caller;
+    use spine_store::Access;
+    let backends = backends();
+    same(&backends, |b| {
+        let s = b.store();
+        let alice = Access::owned(&Caller::authenticated("alice", "alice"));
+        let put = |content: &str, scope: &str| {
+            let m = record(scope, content, "alice", T);
+            b.put(&m, e("m", V));
+            m.id
+        };
+        let supersede = |content: &str, scope: &str, targets: &[RecordId]| {
+            let mut m = record(scope, content, "alice", T);
+            m.supersedes = targets.to_vec();
+            s.supersede(&alice, &m, e("m", V), targets, None).unwrap().unwrap();
+            m.id
+        };
+        let get = |id: &RecordId| s.get_many(&[*id]).unwrap().pop().unwrap();
+        // A ← B ← C: deleting B links A to C.
+        let a = put("Deploys go out on Tuesdays", SCOPE);
+        let b_ = supersede("Deploys go out on Wednesdays", SCOPE, &[a]);
+        let c = supersede("Deploys go out on Thursdays", SCOPE, &[b_]);
+        assert!(s.delete(&alice, &b_).unwrap());
+        assert_eq!(get(&a).superseded_by, Some(c));
+        let mut listed = get(&c).supersedes;
+        listed.sort();
+        let mut want = vec![a, b_];
+        want.sort();
+        assert_eq!(listed, want, "A joins, the deleted B stays listed (as purged ones do)");
+        // X, Y ← M (a merge, the head): deleting M makes X and Y live heads again.
+        let (x, y) = (put("Lint with clippy", SCOPE), put("Format with rustfmt", SCOPE));
+        let m = supersede("Lint with clippy, format with rustfmt", SCOPE, &[x, y]);
+        assert!(s.delete(&alice, &m).unwrap());
+        assert_eq!((get(&x).superseded_by, get(&y).superseded_by), (None, None));
+        // P ← Q ← R with Q and R in another scope, deleted together: P is a live head;
+        // P2 ← Q2 ← R2 with only Q2 there: P2 names R2, which lists P2.
+        let p = put("Staging resets on Sundays", SCOPE);
+        let q = supersede("Staging resets on Saturdays", OTHER, &[p]);
+        supersede("Staging resets nightly", OTHER, &[q]);
+        let p2 = put("Alice owns billing", SCOPE);
+        let q2 = supersede("Bob owns billing", OTHER, &[p2]);
+        let r2 = supersede("Carol owns billing", SCOPE, &[q2]);
+        let other = spine_core::Scope::parse("scope", OTHER).unwrap();
+        assert_eq!(s.delete_scope(&alice, &other).unwrap(), 3);
+        assert_eq!(get(&p).superseded_by, None);
+        assert_eq!(get(&p2).superseded_by, Some(r2));
+        assert!(get(&r2).supersedes.contains(&p2));
+        let (_, violations) = verify_all(s, None, 100);
+        assert!(violations.is_empty(), "{violations:?}");
+        // The chains as each engine left them, for `same`.
+        [a, x, y, p, p2].map(|id| get(&id).superseded_by.is_some())
+    });
+}
