@@ -20,7 +20,7 @@
 //! among them). The overall figures average the 15 queries that expect something (the
 //! categories `exact`, `semantic` and `cross_type`); the 5 `negative` queries expect
 //! nothing and are not scored (every store returns its 5 nearest), as in the published
-//! table: R@5 91.1%, MRR 0.861.
+//! table (`PUBLISHED`).
 
 use std::collections::BTreeMap;
 use std::collections::HashMap;

@@ -26,7 +26,8 @@ macro_rules! stop_words {
     ($($w:literal),* $(,)?) => {
         /// Whether `t` is a word too common to say anything about a record. A `match`
         /// compiles to a switch on length and bytes; searching a list compared strings one
-        /// by one (a quarter of the tokenizer's time).
+        /// by one, a large share of the tokenizer's time (docs/performance.md, "The lexical
+        /// step on a store larger than the term cache").
         fn is_stop_word(t: &str) -> bool {
             matches!(t, $($w)|*)
         }
@@ -85,7 +86,8 @@ pub fn for_each_record_term(
 /// Words that say nothing about what a question asks for: auxiliaries and pronouns ("What
 /// did she say to him?"). Dropped from queries only — records keep them, and a query that
 /// consists of nothing else simply gets no lexical adjustment. Measured with `spine-bench
-/// locomo` (R@5 +0.01) and `spine-bench eval` (code and prose unchanged or better).
+/// locomo` (R@5 up) and `spine-bench eval` (code and prose unchanged or better;
+/// docs/performance.md, "Recall on LoCoMo").
 const QUERY_STOP_WORDS: &[&str] = &[
     "would",
     "could",
@@ -194,8 +196,9 @@ static STEMMER: std::sync::LazyLock<rust_stemmers::Stemmer> =
     std::sync::LazyLock::new(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English));
 
 /// Words stemmed on this thread, so a search that tokenises a hundred records stems each
-/// distinct word once, not once per occurrence (a Snowball pass costs about a microsecond; a
-/// lookup a tenth of that). Emptied when it reaches [`STEM_CACHE_WORDS`].
+/// distinct word once, not once per occurrence (a lookup costs a fraction of a Snowball
+/// pass; docs/performance.md, "The lexical step on a store larger than the term cache").
+/// Emptied when it reaches [`STEM_CACHE_WORDS`].
 const STEM_CACHE_WORDS: usize = 50_000;
 
 /// Word to stem, hashed with foldhash (seeded per thread: the words are anyone's text).

@@ -5,8 +5,9 @@
 ///
 /// Built for AVX2 and AVX-512 as well, chosen at run time (the baseline x86-64 target is
 /// SSE2: two instructions per eight lanes). A search re-scores ~250 stored vectors with it:
-/// its share of the server's CPU outside the embedder fell from 4.6% to 3.3% (`perf`, 10,000
-/// records, AVX-512 Xeon). The result is the same bits on every build: the same operations
+/// its share of the server's CPU outside the embedder fell (`perf`, 10,000 records;
+/// docs/performance.md, "The lexical step on a store larger than the term cache"). The
+/// result is the same bits on every build: the same operations
 /// in the same order (Rust never fuses a multiply and an add).
 #[multiversion::multiversion(targets(
     "x86_64+avx512f+avx512vl",
@@ -24,7 +25,8 @@ fn cosine_lanes(a: &[f32], b: &[f32]) -> f32 {
         return 0.0;
     }
     // Eight independent lanes per sum: the compiler turns these into SIMD adds (a single
-    // running sum cannot be reordered, so it would stay scalar; ~7x slower at 384 dims).
+    // running sum cannot be reordered, so it would stay scalar and several times slower;
+    // docs/performance.md, "The lexical step on a store larger than the term cache").
     const LANES: usize = 8;
     let (mut dot, mut na, mut nb) = ([0f32; LANES], [0f32; LANES], [0f32; LANES]);
     let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));

@@ -56,8 +56,9 @@ const SHORT_TOKENS: usize = 24;
 /// Texts this short (in tokens) multiply by the encoder's half-precision weights where it
 /// keeps them (`kernels/halves.rs`), and never share a pass with longer ones.
 const HALF_TOKENS: usize = kernels::halves::MAX_TOKENS;
-/// Most tokens (padding included) in one pass: bounds the memory of the attention scores
-/// (16 texts of 256 tokens: ~50 MB) when many long texts arrive at once.
+/// Most tokens (padding included) in one pass: bounds the memory of the attention scores,
+/// which grows with the square of a text's tokens (docs/performance.md, "Memory"), when many
+/// long texts arrive at once.
 const PASS_TOKENS: usize = 16 * MAX_TOKENS;
 /// The files the model directory must hold.
 pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
@@ -146,8 +147,8 @@ pub enum EmbedError {
 ///
 /// Without it candle counts *physical* cores by reading `/proc/cpuinfo` on every operation
 /// of the forward pass (a measurable share of a short query's time), and on a VM whose two
-/// vCPUs are one core's hyper-threads it runs single-threaded (a short query then takes
-/// about 19 ms instead of 16 on this 2-vCPU machine).
+/// vCPUs are one core's hyper-threads it runs single-threaded, and a short query takes
+/// longer (docs/performance.md, "Cores").
 pub fn configure_threads() {
     if std::env::var_os("RAYON_NUM_THREADS").is_none() {
         let n = std::thread::available_parallelism().map_or(1, usize::from);

@@ -2,12 +2,13 @@
 //!
 //! `Tokenizer::from_file` reads the model section through `serde_json::Value` (the tokenizers
 //! crate tries its model formats one after the other), which for a WordPiece vocabulary of
-//! 30,522 entries builds and drops a `BTreeMap` of them: ~45 ms of a cold start whose target
-//! is 100 ms (README "Performance"). [`load`] reads that section straight into the map the
-//! model keeps and builds the tokenizer from it, with every other part (normalizer,
-//! pre-tokenizer, post-processor, decoder, added tokens) deserialised by the tokenizers crate
-//! itself from the file's own settings. A file that is not a WordPiece model, or whose added
-//! tokens disagree with its vocabulary, loads through `Tokenizer::from_file` as before.
+//! 30,522 entries builds and drops a `BTreeMap` of them: a large share of a cold start whose
+//! target is 100 ms (docs/performance.md, "Start-up"). [`load`] reads that section straight
+//! into the map the model keeps and builds the tokenizer from it, with every other part
+//! (normalizer, pre-tokenizer, post-processor, decoder, added tokens) deserialised by the
+//! tokenizers crate itself from the file's own settings. A file that is not a WordPiece
+//! model, or whose added tokens disagree with its vocabulary, loads through
+//! `Tokenizer::from_file` as before.
 //! `tests::fast_load_matches_from_file` checks that both give the same encodings.
 
 use std::path::Path;

@@ -18,27 +18,26 @@
 //! - **long** requests (notes, content updates) at nice [`WORKER_NICE`], in passes of at
 //!   most [`PASS_CHARS`] characters, oldest first.
 //!
-//! A search embeds one short query (~6 ms alone) and a store a note (~25–45 ms at 460
-//! characters). In one queue, under 50 sessions, a query waited for passes full of notes:
-//! `search_memory` took 1.6 s at p50 inside the server; with short requests served first
-//! but still one pass at a time, it waited for the note pass running when it arrived and
-//! took 180–690 ms (README "Performance"). With the lanes, a query never waits for a note:
-//! its pass runs beside the note pass, and the kernel's scheduler gives the query's threads
-//! three quarters of the cores while both run (nice 5 against nice 10: weights 335 and 110);
-//! under that load `search_memory` took 33–47 ms at p50 inside the server (five runs). Calls that embed
-//! nothing (`get_memory`, `list_memory`…) and the machine's other processes (nice 0, weight
-//! 1,024) stay ahead of both lanes: at nice 0 the query lane took the CPU from the load
-//! generator beside it, whose calls then waited 3–6 times longer. On an idle machine
-//! priority changes nothing, and a lone request of either kind has the machine's cores for
-//! its pass.
+//! A search embeds one short query and a store a note, several times longer to embed. In
+//! one queue, under 50 sessions, a query waited for passes full of notes; with short
+//! requests served first but still one pass at a time, it waited for the note pass running
+//! when it arrived (docs/performance.md, "Queries before notes"). With the lanes, a query
+//! never waits for a note: its pass runs beside the note pass, and the kernel's scheduler
+//! gives the query's threads three quarters of the cores while both run (nice 5 against
+//! nice 10: weights 335 and 110); under that load `search_memory`'s p50 inside the server
+//! fell several times over (same section). Calls that embed nothing (`get_memory`,
+//! `list_memory`…) and the machine's other processes (nice 0, weight 1,024) stay ahead of
+//! both lanes: at nice 0 the query lane took the CPU from the load generator beside it,
+//! whose calls then waited several times longer. On an idle machine priority changes
+//! nothing, and a lone request of either kind has the machine's cores for its pass.
 //!
 //! Many cores: a pass that runs alone (no other pass running, none able to start) spreads
 //! over the lane's pool of every core, for the lowest latency; passes that run side by side
 //! each run on their worker's one thread. A query's pass is a dozen rows per product:
-//! spread over 16 threads it woke all of them for every small step, and 50 callers got 1,500
-//! queries/s at 8.6 CPU-ms each from a 16-core Xeon; one thread per pass gave 2,700/s at
-//! 5.2 CPU-ms, and 32 callers storing notes 361 against 198 notes/s, with a lone caller as
-//! fast as before (`throughput` example, `callers`; docs/performance.md).
+//! spread over 16 threads it woke all of them for every small step. On a 16-core Xeon one
+//! thread per pass gave 50 callers more queries a second at less CPU each, and 32 callers
+//! storing notes more notes a second, with a lone caller as fast as before (`throughput`
+//! example, `callers`; docs/performance.md, "Cores").
 //!
 //! Invariant: each caller gets exactly the vectors the wrapped embedder returns for its
 //! texts (the built-in model's vectors do not depend on what they are batched with, see
@@ -66,7 +65,8 @@ pub const QUERY_NICE: i32 = 5;
 pub const SHORT_CHARS: usize = 256;
 
 /// The characters of requests a long pass takes (at least one request): two notes of 460
-/// characters, ~50–100 ms of embedding on the README's 2-core machine. A store waits for the
+/// characters (their embedding time: docs/performance.md, "Queries before notes"). A store
+/// waits for the
 /// passes ahead of it and then for its own; notes this long gain little from sharing a pass
 /// (padding to the longest text of the pass costs what the larger products gain).
 pub const PASS_CHARS: usize = 1024;
@@ -186,9 +186,9 @@ pub fn passes_per_lane(threads: usize) -> usize {
 
 impl<E: Embedder + 'static> BatchingEmbedder<E> {
     /// `inner` behind the batcher, with the workers of both lanes started. On the 2-core
-    /// machine of the README, eight threads storing 460-character notes got 62 documents/s
-    /// sharing passes and 41/s each embedding on its own (`cargo run --release -p
-    /// spine-embed --example throughput`).
+    /// machine of the README, eight threads storing 460-character notes got more documents a
+    /// second sharing passes than each embedding on its own (`cargo run --release -p
+    /// spine-embed --example throughput`; docs/performance.md, "Cores").
     pub fn new(inner: E) -> Self {
         Self::with_passes(inner, None)
     }

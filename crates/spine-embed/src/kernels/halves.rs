@@ -2,11 +2,11 @@
 //!
 //! A query of a dozen tokens multiplies a dozen rows by every weight of the encoder: 42 MB
 //! of f32 weights stream from memory for a few hundred thousand multiply-adds each, and that
-//! stream, not the arithmetic, sets the pass's floor (EPYC, one thread: 5.0 ms for a
-//! one-word query, 6.6 for eight words, 26.7 for forty-eight). Here the weights are kept a
-//! second time as IEEE half floats (11 significant bits, relative rounding ≤ 2⁻¹¹), half the
-//! bytes, and widened to f32 in the kernel (`vcvtph2ps`, F16C); the products and sums stay
-//! f32.
+//! stream, not the arithmetic, sets the pass's floor (a one-word query's pass costs not much
+//! less than an eight-word one's; docs/performance.md, "Short texts read their weights in
+//! half precision"). Here the weights are kept a second time as IEEE half floats (11
+//! significant bits, relative rounding ≤ 2⁻¹¹), half the bytes, and widened to f32 in the
+//! kernel (`vcvtph2ps`, F16C); the products and sums stay f32.
 //!
 //! Which texts: those of at most [`MAX_TOKENS`] tokens, whatever they are batched with (the
 //! embedder never puts a text this short in a pass with a longer one, so a text's vector
@@ -31,9 +31,10 @@ const TILE_ROWS: usize = 6;
 
 /// The heights of the tiles `rows` input rows are cut into: as few as [`TILE_ROWS`] allows,
 /// as even as possible (20 rows: 5, 5, 5, 5, not 6, 6, 6, 2). A tile's step is one
-/// multiply-add chain per accumulator, so a short tile waits on the FMA's latency: on EPYC
-/// (one thread, 384 × 1536 halves) a 1-row tile took 62% of a 6-row tile's time and a 4-row
-/// one 70%, and 8 rows as 4 + 4 took 117–130 µs against 153–186 µs as 6 + 2.
+/// multiply-add chain per accumulator, so a short tile waits on the FMA's latency: a 1-row
+/// or 4-row tile took well over its share of a 6-row tile's time, and 8 rows ran faster as
+/// 4 + 4 than as 6 + 2 (docs/performance.md, "Short texts read their weights in half
+/// precision").
 fn tile_heights(rows: usize) -> impl Iterator<Item = usize> {
     let tiles = rows.div_ceil(TILE_ROWS);
     (0..tiles).map(move |t| rows / tiles + usize::from(t < rows % tiles))

@@ -1,7 +1,8 @@
 //! The encoder's steps between its weight products, on one thread pool.
 //!
 //! candle runs GELU's `erf` and softmax's `exp` one element at a time through libm (for a
-//! 200-token text about a fifth of a forward pass, `perf`), and its attention products and
+//! 200-token text a large share of a forward pass, `perf`; docs/performance.md, "The steps
+//! between the int8 products"), and its attention products and
 //! LayerNorm on rayon. Here:
 //! - `exp` and `erf` are branch-free polynomials that the compiler vectorises for the CPU at
 //!   hand (`multiversion` compiles each loop for AVX-512, AVX2 + FMA, NEON and the baseline

@@ -11,7 +11,7 @@
 //! ("Because of that, it is disabled."), so the summary no longer reads on its own. The
 //! lead keeps the order and the antecedents, is O(n), and gives the same answer every time.
 //! No maintained Rust crate does this with Markdown-aware sentence splitting, so it is
-//! written here (about a hundred lines).
+//! written here (it is short).
 //!
 //! Markdown is common in memories: fenced code blocks are skipped (unless the note is only
 //! code), heading, list and quote markers are dropped, and a heading or a list item counts

@@ -52,7 +52,7 @@ use crate::{Service, store_error};
 /// [`COVERAGE_POWER`] by measurement (docs/performance.md, "Recall in small stores"): on
 /// `spine-bench eval paraphrase` lighter curves (power 2) let a distractor sharing two of five
 /// words pass a target 0.15 ahead by cosine, heavier weights (2 at power 2.5) lost R@1; on
-/// `spine-bench locomo` lighter ones lost R@5 (1.5 at power 3: turns 0.626).
+/// `spine-bench locomo` lighter ones lost R@5 (1.5 at power 3).
 pub const LEXICAL_WEIGHT: f32 = 1.6;
 
 /// The power the lexical coverage is raised to ([`evidence`]).
@@ -77,16 +77,17 @@ pub fn neighbour_anchors(k: usize) -> usize {
 
 /// How many records on each side of an anchor are its neighbours: the turn right after a
 /// question is often a one-word reaction and the answer comes next. On `spine-bench locomo`
-/// (turns) a radius of 2 added 0.02 to R@5 over 1, 3 nothing more; `spine-bench eval`
-/// (unrelated neighbours) was unchanged.
+/// (turns) a radius of 2 raised R@5 over 1, 3 nothing more; `spine-bench eval` (unrelated
+/// neighbours) was unchanged (docs/performance.md, "Recall on LoCoMo").
 pub const NEIGHBOUR_RADIUS: usize = 2;
 
 /// Share of an anchor's lead over the last anchor that the records next to it inherit.
 ///
 /// On `spine-bench locomo` conversations 1–5, 0.8 was best (0.5, 0.8 and 1.2 tried; from 1.2
 /// the neighbours crowd out the hits they hang on). In a store whose neighbours are unrelated
-/// (`spine-bench eval`, documents stored in random order) lending costs MRR: 0.8 took code
-/// MRR from 0.531 to 0.511, 0.5 keeps it at the figure before the step (0.533).
+/// (`spine-bench eval`, documents stored in random order) lending costs MRR: 0.8 lowered
+/// code MRR, 0.5 keeps it at the figure before the step (docs/performance.md, "Recall on
+/// LoCoMo").
 pub const NEIGHBOUR_WEIGHT: f32 = 0.5;
 
 /// A query's lexical side: its terms and which of them are identifier-shaped.

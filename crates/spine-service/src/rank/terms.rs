@@ -15,8 +15,10 @@ use crate::store_error;
 /// each), ~100,000 short ones.
 ///
 /// Bounded by bytes, not records: at 8,192 records, a store of 10,000 Debian descriptions
-/// tokenised a fifth of each search's pool again (a seventh of the server's CPU outside the
-/// embedder, `perf`), while 8,192 long notes and 8,192 one-liners differ tenfold in memory.
+/// tokenised part of each search's pool again (a visible share of the server's CPU outside
+/// the embedder, `perf`; docs/performance.md, "The lexical step on a store larger than the
+/// term cache"), while 8,192 long notes and 8,192 one-liners differ many times over in
+/// memory.
 pub const TERM_CACHE_BYTES: usize = 64 << 20;
 
 /// A record's lexical terms as BM25 reads them: how many there are, and how often each

@@ -355,7 +355,8 @@ impl PgStore {
             let tx = client.transaction().await?;
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK_KEY]).await?;
             // Building over many rows (after a bulk load) is fastest when the graph fits in
-            // memory: about 2 KiB per 384-dimension vector. An upper bound, used as needed.
+            // memory, which grows with the vectors it holds (docs/performance.md, "PostgreSQL
+            // 15 + pgvector 0.8.0"). An upper bound, used as needed.
             tx.batch_execute(&format!("SET LOCAL maintenance_work_mem = '{BUILD_MEMORY}'")).await?;
             tx.batch_execute(&format!(
                 "CREATE INDEX IF NOT EXISTS memories_vec_hnsw_{dims} ON memories

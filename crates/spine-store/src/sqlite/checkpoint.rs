@@ -4,11 +4,11 @@
 //! SQLite's automatic checkpoint runs in the commit that takes the log past 1,000 pages, on
 //! the committing connection: here the one write connection, whose mutex every store,
 //! update, archive and `get_memory` touch waits for. The copy and its two flushes then held
-//! every writer up. On the 16-core Xeon under the 50-session mix (`rawload.py mix 50 20 4`,
-//! ~650 writes and ~420 touches a second) a write held the connection 0.84 ms on average
-//! (0.39 ms with the checkpoints moved out), so the connection was busy ~70% of the time and
-//! writers waited 10 ms for it on average; `get_memory`, which only reads and touches, took
-//! 17 ms at p50 against `list_memory`'s 8.
+//! every writer up. On the 16-core Xeon under the 50-session mix (`rawload.py mix 50 20 4`)
+//! a write held the connection much longer than with the checkpoints moved out, so the
+//! connection was busy most of the time and writers queued for it; `get_memory`, which only
+//! reads and touches, took longer at p50 than `list_memory` (docs/performance.md, "On 16
+//! cores again, and the write connection").
 //!
 //! Now the write connection's log hook only notes when the log has reached
 //! [`CHECKPOINT_PAGES`], and a checkpoint thread with a connection of its own runs two
@@ -20,7 +20,7 @@
 //! Without the second, a checkpoint never completed under steady writes (each found new
 //! frames behind it), the log never started over and kept growing, and readers, who look up
 //! every page in it and read the pages found there with a system call instead of through the
-//! memory map, slowed down: `list_memory` took twice as long.
+//! memory map, slowed down: `list_memory` took longer (same section).
 //!
 //! Durability is unchanged: SQLite flushes the log before a checkpoint copies it and the
 //! database before the log is reused, whichever connection checkpoints.

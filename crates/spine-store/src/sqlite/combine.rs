@@ -4,8 +4,8 @@
 //! of databases, one level above [`durable`](super::durable)'s shared flushes).
 //!
 //! With one mutex around the write connection, each write took it in turn: under the
-//! 16-core mix (~650 writes and ~420 `get_memory` touches a second) the connection was busy
-//! ~70% of the time, writers waited 10 ms for it on average, and each hand-over woke the next
+//! 16-core mix (hundreds of writes and `get_memory` touches a second) the connection was busy
+//! most of the time, writers queued for it, and each hand-over woke the next
 //! writer's thread, one among dozens runnable, which then had to wait for a core before its
 //! short hold could even start. Here a queue forms while a batch runs; the next batch takes
 //! all of it, so there is one hand-over and one commit per batch rather than per write, and
@@ -13,10 +13,10 @@
 //! upper pages, the change log's last page, the lexical index's pending terms) is paid once.
 //! A lone writer is never delayed: there is no timer, only the queue that forms while a batch
 //! runs, and a batch of one runs as a plain transaction (no savepoint). With 32 writer
-//! threads on 2 cores (`spine-bench writes 32 5`, VNNI Xeon, runs alternated) the store
-//! took 6,199–6,388 records/s against 3,618–4,087 one write at a time, a write's p50 fell
-//! from 7.5–8.6 to 4.8–5.1 ms and a touch's from 7.2–8.3 to 3.8–4.0; one writer alone is
-//! unchanged (2,934–2,992 against 2,505–2,711 records/s, within the VM's spread).
+//! threads on 2 cores (`spine-bench writes 32 5`, runs alternated) the store took more
+//! records a second than one write at a time, and a write's and a touch's p50 fell; one
+//! writer alone is unchanged, within the VM's spread (docs/performance.md, "Writes committed
+//! together, statements compiled once").
 //!
 //! Each write keeps its own all-or-nothing: in a batch of several its statements run in a
 //! savepoint, released when it returns `Ok` and rolled back when it returns an error or

@@ -11,7 +11,7 @@
 //! it or for the next). SQLite itself flushes the WAL before each checkpoint copies it into
 //! the database and flushes the database before the WAL is reused, so a frame that was on
 //! disk stays recoverable. The same technique as PostgreSQL's WAL flush grouping; no crate
-//! offers it for `rusqlite`, and it is forty lines.
+//! offers it for `rusqlite`, and it is short.
 //!
 //! A failed flush proves nothing about any frame written since the last good one, and a
 //! retried one proves nothing either: after a failed writeback Linux marks the pages clean,

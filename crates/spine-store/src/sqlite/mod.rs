@@ -96,8 +96,9 @@ impl SqliteStore {
     /// filters leave exactly, in SQL, instead of loading the index first: for a process that
     /// searches once and exits (`spine hook prompt`), where reading every record into the
     /// index would cost more than the search (most of a hook's time at 100,000 records,
-    /// against a scan of the one scope it searches; docs/performance.md, "Hooks"). Answers are the index's, exactly (its stages only ever
-    /// approximate an exact scan). A loaded index serves as usual.
+    /// against a scan of the one scope it searches; docs/performance.md, "Hooks"). Answers
+    /// are the index's, exactly (its stages only ever approximate an exact scan). A loaded
+    /// index serves as usual.
     pub fn search_without_loading(&self) {
         self.scan_unloaded.store(true, Ordering::Relaxed);
     }

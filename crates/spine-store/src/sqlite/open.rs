@@ -19,24 +19,25 @@ use crate::{Result, StoreError};
 /// Each connection's page cache, in KiB (`PRAGMA cache_size`; SQLite's default is 2,000).
 /// A search reads ~250 vectors, ~120 bodies and the neighbours' rows; with the default, a
 /// store of a few thousand records no longer fits and every search re-reads pages from the
-/// OS (`pread` and its copy were a sixth of a search's time, `perf`). With 8 MiB a search
-/// at 2,000 records reads ~10 pages from the OS instead of ~250 (`strace`), and its p50
-/// without the embedding fell 0.3–0.7 ms at 2,000 records (2.4–3.1 → 1.7–2.8 ms) and ~1 ms
-/// at 10,000 (4.2–4.8 → 3.3–3.5 ms; `spine-bench search`, EPYC, runs interleaved). Pages
-/// are allocated as they are read, so a small store costs what it holds; at most 8 MiB per
-/// open connection. Beyond it, pages come from the memory map ([`MMAP_BYTES`]).
+/// OS (`pread` and its copy were a visible share of a search's time, `perf`). With this
+/// cache a search reads a few pages from the OS instead of most of them (`strace`), and its
+/// p50 without the embedding fell at 2,000 and at 10,000 records (`spine-bench search`;
+/// docs/performance.md, "Search index"). Pages are allocated as they are read, so a small
+/// store costs what it holds; at most 8 MiB per open connection. Beyond it, pages come from
+/// the memory map ([`MMAP_BYTES`]).
 pub(super) const CACHE_KIB: i64 = 8 * 1024;
 
 /// How much of the database file each connection reads through a memory map (`PRAGMA
 /// mmap_size`; SQLite caps it at its compile-time limit, 2 GiB here).
 ///
 /// Without it every page a connection's cache lacks is a `pread` and a copy, and each
-/// connection caches its own: on a 6,000-record store of 2,000-character notes (21 MB) a
-/// search made ~190 `pread`s (`strace`), most of its vector and body reads. Mapped, the
-/// pages are the OS page cache itself, shared by every connection and read without a
-/// system call: the server's CPU outside the embedder fell from 5.9–6.5 to 4.9–5.3 ms a
-/// search, and 4 sessions searching went from 141–156 to 159–173 calls/s (the device kit's
-/// `rawload.py`, EPYC, runs alternated; docs/performance.md). SQLite only reads
+/// connection caches its own: on a store of a few thousand 2,000-character notes, larger
+/// than a connection's cache, most of a search's vector and body reads were `pread`s
+/// (`strace`). Mapped, the pages are the OS page cache itself, shared by every connection
+/// and read without a system call: the server's CPU outside the embedder per search fell,
+/// and 4 sessions searching made more calls a second (the device kit's `rawload.py`, runs
+/// alternated; docs/performance.md, "The server's side of a search on a larger store").
+/// SQLite only reads
 /// through the map (writes still go through the log), so durability is unchanged. The cost
 /// is the usual one of mapped files: an I/O error while reading a mapped page (a failing
 /// disk, the file truncated by another program) stops the process with SIGBUS where it would
@@ -46,13 +47,13 @@ pub(super) const CACHE_KIB: i64 = 8 * 1024;
 /// [`QUIET`] ([`SqliteStore::read`]): a connection that begins a read after another
 /// connection's commit drops its page cache and, mapped, unmaps the whole file (SQLite's
 /// `pagerBeginReadTransaction`), then faults each page it reads back in. Under a steady
-/// stream of writes that was nearly every read. A search on 10,000 records with 200 writes a
-/// second beside it cost 2.2–4.2 CPU-ms and 140–188 page faults mapped, 1.7–3.1 CPU-ms and
-/// none with `pread`; alone, 1.3–1.4 CPU-ms mapped against 1.5–1.6 with `pread` (`spine-bench
-/// search 10000 --writes 200`, VNNI Xeon, 2 cores). With 16 sessions on `get_memory`,
-/// `list_memory` and `update_memory`, the server unmapped the file 1,500–2,000 times a
-/// second (2 with this rule); each unmap by a process running on many cores interrupts all
-/// of them to flush their address translations.
+/// stream of writes that was nearly every read. A search with writes beside it cost more
+/// CPU and took page faults mapped, and less CPU and no faults with `pread`; alone, it cost
+/// a little less mapped than with `pread` (`spine-bench search 10000 --writes 200`). With 16
+/// sessions on `get_memory`, `list_memory` and `update_memory`, the server unmapped the file
+/// on nearly every read, and hardly ever with this rule (docs/performance.md, "Mapped only
+/// while quiet"); each unmap by a process running on many cores interrupts all of them to
+/// flush their address translations.
 pub(super) const MMAP_BYTES: i64 = 2 << 30;
 
 /// `PRAGMA synchronous` of the write connection: a commit writes the log without flushing
@@ -74,7 +75,8 @@ const STATEMENT_CACHE: usize = 64;
 /// change the plan (a bound LIMIT, `col = ?` on a column no index serves, …), and
 /// `sqlite3_clear_bindings`, which rusqlite calls on every statement it returns to its
 /// cache, then expires the whole statement: each reuse of such a statement compiled it
-/// again (~50 µs for a neighbour read, 40 of them a search). With the query planner
+/// again (most of a neighbour read's time, 40 of them a search; docs/performance.md, "Search
+/// index"). With the query planner
 /// stability guarantee (`SQLITE_DBCONFIG_ENABLE_QPSG`) nothing is marked; the plans are
 /// those SQLite picks without the values, which is how Spine's queries are written.
 pub(super) fn open_connection(path: &Path) -> Result<Connection> {

@@ -14,7 +14,8 @@ use crate::Result;
 /// [`MIN_IDLE_READERS`]); more are opened while more readers run at once. A new connection
 /// starts with an empty page cache: with 8 kept on a 16-core machine, 50 sessions
 /// searching at once opened one for most searches, and each then read its pages back from
-/// the OS (~14 CPU-ms a search; 464 calls/s against 670 with 64 kept). A connection's cache
+/// the OS, at fewer calls a second than with 64 kept (docs/performance.md, "Figures", the
+/// 16-core targets). A connection's cache
 /// holds only the pages it has read, up to [`CACHE_KIB`](super::open::CACHE_KIB).
 pub(super) const IDLE_READERS_PER_CPU: usize = 4;
 

@@ -216,7 +216,8 @@ impl Store for SqliteStore {
         // process, from its first search) scans the index's columns, milliseconds at a
         // million records. One whose index is not (a hook, a command, a server still loading
         // it) asks SQLite, whose loose index scan costs a few lookups a scope, instead of
-        // loading every record first (0.3 s at 100,000, 11 s at a million).
+        // loading every record first (which grows with the store: docs/performance.md,
+        // "Search at scale", index load).
         if !self.index_loaded() {
             let (w, sql) = Where::scopes(access, filter, limit);
             let mut stmt = conn.prepare_cached(&sql)?;

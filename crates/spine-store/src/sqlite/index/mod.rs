@@ -56,8 +56,8 @@ const MAX_DIMS: usize = (ACTIVE - 1) as usize;
 
 /// Records re-scored by int8 after the 1-bit scan, for `need` results out of `n` that
 /// passed the filters: generous for small needs, and at least 2% of the candidates so large
-/// filtered sets keep their recall (measured: recall@10 against an exact scan ≥ 0.99 on
-/// real MiniLM vectors at 100k and 1M; see the README's performance section).
+/// filtered sets keep their recall (measured against an exact scan on real MiniLM vectors
+/// at 100k and 1M records; docs/performance.md, "Search at scale").
 pub(crate) fn shortlist_size(need: usize, n: usize) -> usize {
     (need * 40).max(2_000).max(n / 50)
 }
