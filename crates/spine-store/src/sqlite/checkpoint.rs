@@ -30,6 +30,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
+
+use super::durable::GroupSync;
 use rusqlite::hooks::Wal;
 use rusqlite::wal::CheckpointMode;
 
@@ -74,13 +76,17 @@ impl Checkpointer {
     /// and hands the checkpoints over to it: `write`'s automatic checkpoint is replaced by a
     /// hook that wakes the thread. If the thread cannot start, `write` keeps SQLite's
     /// automatic checkpoint and `None` is returned.
-    pub(crate) fn start(own: Connection, write: &Arc<Mutex<Connection>>) -> Option<Self> {
+    pub(crate) fn start(
+        own: Connection,
+        write: &Arc<Mutex<Connection>>,
+        wal: &Arc<GroupSync>,
+    ) -> Option<Self> {
         let shared = Arc::new(Shared::default());
         let thread = {
-            let (shared, write) = (Arc::clone(&shared), Arc::clone(write));
+            let (shared, write, wal) = (Arc::clone(&shared), Arc::clone(write), Arc::clone(wal));
             std::thread::Builder::new()
                 .name("spine-checkpoint".into())
-                .spawn(move || run(&own, &write, &shared))
+                .spawn(move || run(&own, &write, &shared, &wal))
         };
         let thread = match thread {
             Ok(thread) => thread,
@@ -130,7 +136,7 @@ impl Drop for Checkpointer {
 }
 
 /// The thread: one pass each time a commit finds the log long (module docs).
-fn run(own: &Connection, write: &Mutex<Connection>, shared: &Shared) {
+fn run(own: &Connection, write: &Mutex<Connection>, shared: &Shared, wal: &GroupSync) {
     loop {
         {
             let mut state = shared.lock();
@@ -149,13 +155,44 @@ fn run(own: &Connection, write: &Mutex<Connection>, shared: &Shared) {
             write.wal_checkpoint_v2(rusqlite::DEFAULT_NAME, CheckpointMode::PASSIVE)
         };
         // Another process checkpointing the same database makes a pass fail (busy); the
-        // next commit past the mark tries again.
+        // next commit past the mark tries again. A pass that failed to write or flush (SQLite
+        // flushes the log before copying it) fails the log as a failed group flush does: a
+        // later flush of it proves nothing ([`super::durable`]).
         if let Err(e) = copied.and(completed) {
-            tracing::debug!(error = %e, "checkpoint pass failed");
+            if is_io_failure(&e) {
+                wal.fail(&format!("a checkpoint failed: {e}"));
+            } else {
+                tracing::debug!(error = %e, "checkpoint pass failed");
+            }
         }
         let mut state = shared.lock();
         state.running = false;
         state.passes += 1;
         shared.changed.notify_all();
+    }
+}
+
+/// Whether `e` is the disk's failure (an I/O error or a full disk), not a busy database.
+fn is_io_failure(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(f.code, rusqlite::ErrorCode::SystemIoFailure | rusqlite::ErrorCode::DiskFull)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_disks_failures_fail_the_log() {
+        let failure = |code| {
+            rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), Some("x".into()))
+        };
+        assert!(is_io_failure(&failure(rusqlite::ffi::SQLITE_IOERR_FSYNC)));
+        assert!(is_io_failure(&failure(rusqlite::ffi::SQLITE_FULL)));
+        assert!(!is_io_failure(&failure(rusqlite::ffi::SQLITE_BUSY)));
+        assert!(!is_io_failure(&rusqlite::Error::InvalidQuery));
     }
 }

@@ -136,6 +136,18 @@ impl GroupSync {
         Ok(())
     }
 
+    /// Fails the log as a failed flush does (`cause`: what failed), for a flush of it that
+    /// did not go through [`GroupSync::wait`]: a checkpoint's.
+    pub(crate) fn fail(&self, cause: &str) {
+        let mut log = self.log();
+        tracing::error!(
+            cause,
+            "the log may not be on disk: writes are refused until it is recovered"
+        );
+        log.failed = Some(cause.to_owned());
+        self.flushed.notify_all();
+    }
+
     /// What the failed flush said, while the log is failed (writes are refused then).
     pub(crate) fn failed(&self) -> Option<String> {
         self.log().failed.clone()
@@ -247,6 +259,21 @@ mod tests {
         let next = sync.written(3);
         sync.wait_with(next, || Ok(())).unwrap();
         assert_eq!(sync.counts(), (3, 3, 2));
+    }
+
+    /// A checkpoint whose flush failed fails the log the same way: the next writer is
+    /// refused without a flush of it being trusted, until a recovery.
+    #[test]
+    fn a_failed_checkpoint_fails_the_log_until_recovered() {
+        let sync = GroupSync::new(Path::new("/nonexistent/db"));
+        sync.wait_with(sync.written(1), || Ok(())).unwrap();
+        sync.fail("a checkpoint failed: disk I/O error");
+        let through = sync.written(2);
+        let err = sync.wait_with(through, || panic!("flushed a failed log")).unwrap_err();
+        assert!(err.to_string().contains("a checkpoint failed"), "{err}");
+        sync.wait_with(1, || panic!("group 1 was on disk before")).unwrap();
+        sync.recovered(through);
+        sync.wait_with(through, || panic!("recovered")).unwrap();
     }
 
     /// Every writer waiting when a flush fails is failed, not only its leader: they would

@@ -83,8 +83,9 @@ pub struct SqliteStore {
     scan_unloaded: AtomicBool,
     /// Writes waiting for the write connection, committed in batches ([`combine`]).
     writes: Combiner,
-    /// Flushes of the log, shared by the writers waiting for one ([`durable`]).
-    wal: GroupSync,
+    /// Flushes of the log, shared by the writers waiting for one ([`durable`]), and by the
+    /// checkpointer, which fails it when a checkpoint's own flush fails.
+    wal: Arc<GroupSync>,
     /// Copies the log into the database beside the writers ([`checkpoint`]); `None` if its
     /// thread could not start (the write connection then checkpoints as SQLite does).
     #[cfg_attr(not(test), expect(dead_code, reason = "held for its drop, which ends the thread"))]

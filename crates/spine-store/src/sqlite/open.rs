@@ -151,14 +151,15 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", COMMIT_SYNC)?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         let conn = Arc::new(Mutex::new(conn));
-        let checkpointer = Checkpointer::start(open_connection(&path)?, &conn);
+        let wal = Arc::new(GroupSync::new(&path));
+        let checkpointer = Checkpointer::start(open_connection(&path)?, &conn, &wal);
         let store = SqliteStore {
             conn,
             readers: Mutex::default(),
             commits: Quiet::new(QUIET),
             idle_readers: idle_readers(),
             writes: Combiner::default(),
-            wal: GroupSync::new(&path),
+            wal,
             path,
             index: RwLock::default(),
             scan_unloaded: AtomicBool::new(false),
