@@ -14,6 +14,7 @@
 //! cargo run --release -p spine-bench -- eval paraphrase       # small stores, other words
 //! cargo run --release -p spine-bench -- devbench --data F.json  # DevBench (see devbench.rs)
 //! cargo run --release -p spine-bench -- load --mode mix       # a running server over MCP HTTP
+//! cargo run --release -p spine-bench -- soak --minutes 60     # an hour of it, a row a minute
 //! cargo run --release -p spine-bench -- locomo --data F.json  # recall on LoCoMo (see locomo.rs)
 //! ```
 //!
@@ -204,6 +205,7 @@ fn main() -> Result<()> {
         }
         Some("secrets") => secrets::run(),
         Some("load") => load::run(&args[1..]),
+        Some("soak") => load::soak::run(&args[1..]),
         Some("locomo") => locomo::run(&args[1..]),
         Some("ingest") => ingest(numbers(1)?.first().copied().unwrap_or(500)),
         Some("writes") => {
@@ -225,7 +227,7 @@ fn main() -> Result<()> {
         }
         _ => {
             bail!(
-                "usage: spine-bench search N [N…] [--writes R] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N [prose] | spine-bench ingest N | spine-bench writes [WRITERS] [SECONDS] | spine-bench eval [prose] [N] | spine-bench eval paraphrase | spine-bench devbench --data PATH | spine-bench secrets | spine-bench locomo --data PATH [--mode turns|observations] [--conversations 1-5|6-10|all] [--store DIR] [--json] | spine-bench load [--url URL | --binary PATH] [--mode mix|store|search] [--corpus code|prose] [--sessions N] [--seconds S] [--seed N] [--json] [-- serve args]"
+                "usage: spine-bench search N [N…] [--writes R] | spine-bench cross N [N…] | spine-bench owners N [N…] | spine-bench stages [N…] | spine-bench corpus N [prose] | spine-bench ingest N | spine-bench writes [WRITERS] [SECONDS] | spine-bench eval [prose] [N] | spine-bench eval paraphrase | spine-bench devbench --data PATH | spine-bench secrets | spine-bench locomo --data PATH [--mode turns|observations] [--conversations 1-5|6-10|all] [--store DIR] [--json] | spine-bench load [--url URL | --binary PATH] [--mode mix|store|search] [--corpus code|prose] [--sessions N] [--seconds S] [--seed N] [--json] [-- serve args] | spine-bench soak [--minutes N] [--binary PATH] [--sessions N] [--writers N] [--export-every MIN] [--window S] [--warmup MIN] [--json] [-- serve args]"
             )
         }
     }

@@ -48,6 +48,7 @@ use crate::{corpus, percentile, status_mib};
 
 mod server;
 mod session;
+pub(crate) mod soak;
 
 use server::{cpu_seconds, listening_pid, start};
 use session::{Session, drive, snippet};
@@ -123,6 +124,9 @@ enum Mode {
     Store,
     /// search_memory of new queries only.
     Search,
+    /// store_memory of a new document, then delete_memory of it, over and over: writes
+    /// that leave the store's size as it was (the soak's writer storm).
+    Churn,
 }
 
 /// The tools the load calls, in [`TOOLS`]' order.
@@ -134,16 +138,18 @@ enum Tool {
     List,
     Update,
     Archive,
+    Delete,
 }
 
 /// Each tool's MCP name and its weight in `mix`.
-const TOOLS: [(Tool, &str, u32); 6] = [
+const TOOLS: [(Tool, &str, u32); 7] = [
     (Tool::Search, "search_memory", 30),
     (Tool::Store, "store_memory", 15),
     (Tool::Get, "get_memory", 20),
     (Tool::List, "list_memory", 20),
     (Tool::Update, "update_memory", 10),
     (Tool::Archive, "archive_memory", 5),
+    (Tool::Delete, "delete_memory", 0),
 ];
 
 impl Tool {
@@ -208,6 +214,7 @@ impl Workload {
             Mode::Store => Tool::Store,
             Mode::Search => Tool::Search,
             Mode::Mix => mix_pick(rng),
+            Mode::Churn => Tool::Delete,
         };
         let mut records = self.records.lock().expect("no session panics holding the records");
         let r = &mut *records;
@@ -226,6 +233,10 @@ impl Workload {
             Tool::Archive if !r.unarchived.is_empty() => {
                 let i = r.unarchived.swap_remove(rng.random_range(0..r.unarchived.len()));
                 json!({"ids": [r.stored[i].0]})
+            }
+            Tool::Delete if !r.unarchived.is_empty() => {
+                let i = r.unarchived.swap_remove(rng.random_range(0..r.unarchived.len()));
+                json!({"id": r.stored[i].0})
             }
             _ => return (Tool::Store, store_args(self.document())),
         };
@@ -488,7 +499,8 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(7);
         let drawn: std::collections::BTreeSet<Tool> =
             (0..1000).map(|_| mix_pick(&mut rng)).collect();
-        assert_eq!(drawn.len(), TOOLS.len());
+        assert_eq!(drawn.len(), TOOLS.iter().filter(|(.., w)| *w > 0).count());
+        assert!(!drawn.contains(&Tool::Delete), "the mix deletes nothing; churn does");
     }
 
     #[test]

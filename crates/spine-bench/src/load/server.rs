@@ -9,6 +9,13 @@ pub(super) struct Server {
     _data_dir: tempfile::TempDir,
 }
 
+impl Server {
+    /// The data directory the server was started on.
+    pub(super) fn data_dir(&self) -> &Path {
+        self._data_dir.path()
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
