@@ -175,8 +175,11 @@ fn step_9_makes_a_record_whose_successor_was_deleted_a_live_head() {
     }
     {
         let conn = Connection::open(dir.path().join(spine_store::DB_FILE)).unwrap();
-        conn.execute_batch("DROP TRIGGER memories_splice_deleted; PRAGMA user_version = 8;")
-            .unwrap();
+        conn.execute_batch(
+            "DROP TRIGGER memories_splice_deleted; DROP INDEX memories_superseded_by;
+             PRAGMA user_version = 8;",
+        )
+        .unwrap();
     }
     let store = SqliteStore::open(dir.path()).unwrap();
     assert_eq!(user_version(&store), 9);

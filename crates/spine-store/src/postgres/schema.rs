@@ -82,8 +82,11 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // trigger reads them all (the transition table) and follows each survivor's successor
     // through the deleted ones to the first that survives (none: a live head again); each
     // surviving successor then lists the records that name it now beside what it listed.
-    // The links earlier deletes left dangling are cut the same way.
-    r#"CREATE FUNCTION spine_splice_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+    // The links earlier deletes left dangling are cut the same way. Predecessors are found
+    // by a partial index (superseded records only), not by scanning the table.
+    r#"CREATE INDEX memories_superseded_by ON memories (superseded_by)
+        WHERE superseded_by IS NOT NULL;
+    CREATE FUNCTION spine_splice_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         -- Survivors that named a deleted record name its first surviving successor (NULL:
         -- none, a live head again).

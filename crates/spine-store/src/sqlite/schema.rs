@@ -111,7 +111,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // reported `dangling_successor` on a store that only ever used the tools. A row-level
     // trigger runs as each row goes, so a chain deleted together splices link by link. The
     // links such deletes already left dangling are cut the same way (no successor known).
-    "CREATE TRIGGER memories_splice_deleted AFTER DELETE ON memories BEGIN
+    // The trigger finds a record's predecessors by the partial index (superseded records
+    // only): without it every delete scanned the table, and `delete_all` of a scope scanned
+    // it once per record.
+    "CREATE INDEX memories_superseded_by ON memories(superseded_by)
+        WHERE superseded_by IS NOT NULL;
+    CREATE TRIGGER memories_splice_deleted AFTER DELETE ON memories BEGIN
         UPDATE memories SET body = json_set(body, '$.supersedes', json((
             SELECT json_group_array(id) FROM (
                 SELECT value AS id FROM json_each(memories.body, '$.supersedes')

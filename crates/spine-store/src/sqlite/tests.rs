@@ -559,3 +559,20 @@ fn an_older_snapshot_never_takes_the_index_back() {
     sync_index(&old_tx, &mut store.index.write().unwrap()).unwrap();
     assert_eq!(store.index.read().unwrap().len(), 2);
 }
+
+/// The splice trigger (schema step 9) finds a deleted record's predecessors through the
+/// partial index on `superseded_by`, not by scanning the table once per deleted record.
+#[test]
+fn predecessors_are_found_by_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let conn = store.lock();
+    let plan: Vec<String> = conn
+        .prepare("EXPLAIN QUERY PLAN SELECT id FROM memories WHERE superseded_by = ?1")
+        .unwrap()
+        .query_map(["x"], |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap();
+    assert!(plan.iter().any(|d| d.contains("memories_superseded_by")), "{plan:?}");
+}
