@@ -1,5 +1,6 @@
 //! Crash storm (issue 19): `spine serve` killed with SIGKILL while eight MCP sessions write as
-//! fast as it answers (store, update, supersede, archive), restarted, again and again; then
+//! fast as it answers (store, update, supersede, archive, set_visibility, delete), restarted,
+//! again and again; then
 //! every write a client saw acknowledged must be there, `spine-review verify` must find no
 //! violation, and search must find the records.
 //!
@@ -8,7 +9,7 @@
 //! random number, so it lands at an arbitrary point of whatever the writers are doing. On
 //! PostgreSQL (`SPINE_TEST_BACKEND=postgres`) the node is killed the same way.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -21,12 +22,12 @@ use tempfile::TempDir;
 
 use crate::common::*;
 
-const WRITERS: usize = 8;
+pub(crate) const WRITERS: usize = 8;
 const SCOPE: &str = "storm:project:crash";
 
 /// What the clients were told, and what they asked for without an answer.
 #[derive(Default)]
-struct Ledger {
+pub(crate) struct Ledger {
     /// Record id → every content written to it, in order, and how many of them were
     /// acknowledged (the ones after that were in flight at a kill).
     contents: HashMap<String, (Vec<String>, usize)>,
@@ -34,13 +35,20 @@ struct Ledger {
     superseded: Vec<(String, String)>,
     /// Records acknowledged as archived.
     archived: Vec<String>,
+    /// Record id → every visibility set on it (`true`: shared), and how many of those were
+    /// acknowledged.
+    visibility: HashMap<String, (Vec<bool>, usize)>,
+    /// Records whose deletion was asked for (acknowledged or not: either may be gone).
+    deleting: HashSet<String>,
+    /// Records acknowledged as deleted.
+    deleted: HashSet<String>,
     /// Acknowledged writes of every kind.
-    acknowledged: usize,
+    pub(crate) acknowledged: usize,
 }
 
 /// `spine serve` on `addr` over `data` (or the database `url`); returns once it answers
 /// /healthz.
-async fn serve_on(data: &Path, addr: &str, url: Option<&str>) -> tokio::process::Child {
+pub(crate) async fn serve_on(data: &Path, addr: &str, url: Option<&str>) -> tokio::process::Child {
     let mut cmd = tokio::process::Command::new(SPINE);
     cmd.args(["serve", "--listen", addr, "--data-dir"])
         .arg(data)
@@ -97,8 +105,10 @@ async fn try_call(client: &Client, tool: &'static str, args: Value) -> Option<Va
     Some(r.structured_content.unwrap_or(Value::Null))
 }
 
-/// One writer's session: writes until the server goes away.
-async fn writer(
+/// One writer's session: writes until the server goes away. Its writes cycle through store,
+/// update, supersede, store, archive, set_visibility and delete (stores whenever fewer than
+/// two of its records are live heads), so as many records are made as leave.
+pub(crate) async fn writer(
     addr: String,
     w: usize,
     round: usize,
@@ -131,9 +141,9 @@ async fn writer(
     for i in 0.. {
         let content =
             format!("writer {w} round {round} write {i}: the build cache lives in target/");
-        let op = if live.len() < 2 { 0 } else { i % 4 };
+        let op = if live.len() < 2 { 0 } else { i % 7 };
         match op {
-            0 => {
+            0 | 3 => {
                 let args = json!({"content": content, "scope": SCOPE, "source": "agent-inferred", "category": "gotcha"});
                 let r = or_skip!(try_call(&client, "store_memory", args).await);
                 let id = r["id"].as_str().unwrap().to_owned();
@@ -164,7 +174,7 @@ async fn writer(
                 live.push(id);
                 ack(&ledger);
             }
-            _ => {
+            4 => {
                 let target = live.remove(i % live.len());
                 let args = json!({"ids": [target]});
                 let r = or_skip!(try_call(&client, "archive_memory", args).await);
@@ -172,12 +182,31 @@ async fn writer(
                 ledger.lock().unwrap().archived.push(target);
                 ack(&ledger);
             }
+            5 => {
+                let id = live[i % live.len()].clone();
+                let shared = i % 2 == 0;
+                ledger.lock().unwrap().visibility.entry(id.clone()).or_default().0.push(shared);
+                let args = json!({"id": id, "shared": shared});
+                or_skip!(try_call(&client, "set_visibility", args).await);
+                let mut l = ledger.lock().unwrap();
+                let entry = l.visibility.get_mut(&id).unwrap();
+                entry.1 = entry.0.len();
+                drop(l);
+                ack(&ledger);
+            }
+            _ => {
+                let target = live.remove(i % live.len());
+                ledger.lock().unwrap().deleting.insert(target.clone());
+                or_skip!(try_call(&client, "delete_memory", json!({"id": target})).await);
+                ledger.lock().unwrap().deleted.insert(target);
+                ack(&ledger);
+            }
         }
     }
 }
 
 /// A number in `lo..hi` that differs from run to run (the kill moment).
-fn random_in(lo: usize, hi: usize) -> usize {
+pub(crate) fn random_in(lo: usize, hi: usize) -> usize {
     let nanos =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos()
             as usize;
@@ -230,9 +259,10 @@ async fn acknowledged_writes_survive_sigkill_storms() {
     check_ledger(dir.path(), &addr, child, ledger, kills, None).await;
 }
 
-/// After the storm: every acknowledged write is there, search finds a live record, and
-/// `spine-review verify` finds no violation.
-async fn check_ledger(
+/// After the storm: every acknowledged write is there (and every acknowledged delete gone),
+/// search finds live records by their own words, and `spine-review verify` finds no
+/// violation.
+pub(crate) async fn check_ledger(
     data: &Path,
     addr: &str,
     mut child: tokio::process::Child,
@@ -248,8 +278,18 @@ async fn check_ledger(
     let mut records = HashMap::new();
     for (id, (written, acked)) in &ledger.contents {
         let r = call(&client, "get_memory", json!({"id": id})).await;
-        if r.is_error == Some(true) {
-            lost.push(format!("{id}: missing"));
+        let gone = r.is_error == Some(true);
+        if ledger.deleted.contains(id) {
+            if !gone {
+                lost.push(format!("{id}: deleted, still there"));
+            }
+            continue;
+        }
+        if gone {
+            // A delete the cut left unanswered may have committed.
+            if !ledger.deleting.contains(id) {
+                lost.push(format!("{id}: missing"));
+            }
             continue;
         }
         let m = body(&r);
@@ -261,37 +301,66 @@ async fn check_ledger(
         records.insert(id.clone(), m);
     }
     for (target, successor) in &ledger.superseded {
+        // Deleting a successor splices it out: its predecessors are live heads again.
+        if ledger.deleting.contains(successor) {
+            continue;
+        }
         if records.get(target).is_some_and(|m| m["superseded_by"] != json!(successor)) {
             lost.push(format!("{target}: not superseded by {successor}"));
         }
     }
     for id in &ledger.archived {
+        if ledger.deleting.contains(id) {
+            continue;
+        }
         let states = records.get(id).map(|m| m["states"].clone()).unwrap_or_default();
         if !states.as_array().is_some_and(|s| s.contains(&json!("archived"))) {
             lost.push(format!("{id}: not archived ({states})"));
         }
     }
+    for (id, (set, acked)) in &ledger.visibility {
+        let Some(m) = records.get(id) else { continue };
+        let shared = m["visibility"] == json!("shared");
+        // The last acknowledged setting or a later one the cut left unanswered; before any
+        // was acknowledged, also the private one it was stored with.
+        let mut allowed = set[acked.saturating_sub(1)..].to_vec();
+        if *acked == 0 {
+            allowed.push(false);
+        }
+        if !allowed.contains(&shared) {
+            lost.push(format!("{id}: shared = {shared}, acknowledged {:?}", &set[..*acked]));
+        }
+    }
     eprintln!(
-        "crash storm: {} acknowledged writes, {kills} kills, {} lost",
+        "storm: {} acknowledged writes ({} deletes), {kills} kills, {} lost",
         ledger.acknowledged,
+        ledger.deleted.len(),
         lost.len()
     );
     assert!(lost.is_empty(), "acknowledged writes lost: {lost:#?}");
     assert!(ledger.acknowledged >= kills * WRITERS * 2, "the writers wrote too little");
 
-    // Search finds what was stored: a live record's own words bring it back. Its WRITERS
-    // siblings (the same write by every writer) differ from it by one digit and score
-    // alike (~0.98), so the hits must have room for all of them: with k = 3 the record
-    // itself was sometimes fourth.
-    let (id, m) = records
+    // The search index agrees with the table: live records' own words bring them back (the
+    // first ten of them). Each record's WRITERS siblings (the same write by every writer)
+    // differ from it by one digit and score alike (~0.98), so the hits must have room for
+    // all of them: with k = 3 the record itself was sometimes fourth.
+    let live: Vec<_> = records
         .iter()
-        .find(|(_, m)| m["states"].as_array().is_none_or(|s| s.is_empty()))
-        .expect("a live record");
+        .filter(|(_, m)| m["states"].as_array().is_none_or(|s| s.is_empty()))
+        .take(10)
+        .collect();
+    assert!(!live.is_empty(), "a live record");
     let k = WRITERS + 2;
-    let hits =
-        ok(call(&client, "search_memory", json!({"query": m["content"], "scope": SCOPE, "k": k}))
-            .await);
-    assert!(hits["memories"].as_array().unwrap().iter().any(|h| h["id"] == json!(id)), "{hits}");
+    for (id, m) in live {
+        let hits = ok(call(
+            &client,
+            "search_memory",
+            json!({"query": m["content"], "scope": SCOPE, "k": k}),
+        )
+        .await);
+        let ids = hits["memories"].as_array().unwrap();
+        assert!(ids.iter().any(|h| h["id"] == json!(id)), "search lost {id}: {hits}");
+    }
     client.cancel().await.unwrap();
     child.start_kill().unwrap();
     child.wait().await.unwrap();
@@ -315,7 +384,7 @@ async fn check_ledger(
 
 /// `pg_ctl` on the test cluster's data directory, as the postgres user when run as root
 /// (PostgreSQL refuses to run as root), as scripts/postgres.sh does.
-fn pg_ctl(data: &Path, args: &[&str]) {
+pub(crate) fn pg_ctl(data: &Path, args: &[&str]) {
     let pg_ctl = "/usr/lib/postgresql/15/bin/pg_ctl";
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;

@@ -15,6 +15,7 @@ mod install;
 mod load;
 mod notes;
 mod postgres;
+mod powercut;
 mod reindex;
 mod review;
 mod summarize;
