@@ -172,6 +172,7 @@ async fn failed_fsyncs_are_never_acknowledged_and_lose_nothing() {
     disk.fail(Fault::Fsyncs { count: FAILURES as u32, errno: libc::EIO });
     let client = http_client(&addr).await;
     let refused = first_refusal(&client, 500).await;
+    eprintln!("refused after a failed flush: {refused}");
     assert_eq!(refused["error"]["code"], "unavailable", "{refused}");
     let message = refused["error"]["message"].as_str().unwrap();
     assert!(message.contains("cannot make writes durable"), "{message}");
@@ -214,6 +215,7 @@ async fn a_full_disk_refuses_writes_serves_reads_and_recovers() {
 
     disk.fill(true);
     let refused = first_refusal(&client, 5000).await;
+    eprintln!("refused on a full disk: {refused}");
     assert_eq!(refused["error"]["code"], "unavailable", "{refused}");
     // Reads are served meanwhile.
     let got = ok(call(&client, "get_memory", json!({"id": known})).await);
