@@ -74,10 +74,38 @@ impl Embedder for BackgroundEmbedder {
         DIMS
     }
 
+    fn ready(&self) -> Result<(), String> {
+        match self.cell.get() {
+            None => Err("the embedding model is still loading".into()),
+            Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => Err(format!("the embedding model failed to load: {e}")),
+        }
+    }
+
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         match self.cell.get_or_init(|| load(&self.dir, self.precision)) {
             Ok(model) => model.embed(texts),
             Err(e) => Err(EmbedError::Load(e.clone())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_says_loading_then_why_the_load_failed() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in MODEL_FILES {
+            std::fs::write(dir.path().join(f), b"not a model").unwrap();
+        }
+        let lazy = BackgroundEmbedder::lazy(dir.path(), Precision::F32);
+        assert_eq!(lazy.ready(), Err("the embedding model is still loading".into()));
+        let started = BackgroundEmbedder::start(dir.path(), Precision::F32, false).unwrap();
+        // Waits for the load (the one initialiser), which fails on these files.
+        assert!(started.embed(&["x"]).is_err());
+        let why = started.ready().unwrap_err();
+        assert!(why.starts_with("the embedding model failed to load: "), "{why}");
     }
 }

@@ -99,6 +99,10 @@ impl<E: Embedder> Embedder for CachedEmbedder<E> {
         timed("content", texts.len(), || self.inner.embed(texts))
     }
 
+    fn ready(&self) -> Result<(), String> {
+        self.inner.ready()
+    }
+
     fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
         let Some(cache) = &self.cache else {
             return timed("query", 1, || self.inner.embed_query(query));

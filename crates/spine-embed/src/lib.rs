@@ -74,6 +74,12 @@ pub trait Embedder: Send + Sync {
     fn dims(&self) -> usize;
     /// One L2-normalised vector per input text, in order.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Whether it can embed now without waiting: `Err` says why not (the built-in model
+    /// still loading, or failed to load). A server's `/readyz` asks it; an HTTP provider is
+    /// not called for it (its failures show on the calls themselves).
+    fn ready(&self) -> Result<(), String> {
+        Ok(())
+    }
     /// The vector of one search query. Same as [`Embedder::embed`] of one text, except
     /// that a [`CachedEmbedder`] answers repeated queries from its cache (stored contents go
     /// through `embed` and never evict queries).
@@ -99,6 +105,9 @@ macro_rules! forward_embedder {
             }
             fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
                 (**self).embed_query(query)
+            }
+            fn ready(&self) -> Result<(), String> {
+                (**self).ready()
             }
         }
     };

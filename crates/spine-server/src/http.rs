@@ -1,5 +1,13 @@
-//! The HTTP app: streamable HTTP MCP at `/mcp`, a liveness probe at `/healthz`, and — with
-//! OIDC — the protected-resource metadata of the MCP authorization spec.
+//! The HTTP app: streamable HTTP MCP at `/mcp`, a liveness probe at `/healthz`, a readiness
+//! probe at `/readyz`, and — with OIDC — the protected-resource metadata of the MCP
+//! authorization spec.
+//!
+//! `/healthz` answers `ok` while the process serves HTTP at all. `/readyz` answers `200
+//! ready` only when the server can answer calls now — the embedding model loaded, the store
+//! answering a cheap read (PostgreSQL reachable, within its call timeout), and the server not
+//! stopping — else `503` with `not ready: <reason>`, so a load balancer sends nothing to a node
+//! whose database is gone, whose model is still loading, or that is draining after SIGTERM.
+//! Neither probe needs a token or an allowed `Host` (orchestrators address pods by IP).
 //!
 //! With a [`Verifier`], every request to `/mcp` must carry `Authorization: Bearer <token>`;
 //! the token is verified per request and the resulting [`Caller`] travels in the request's
@@ -15,7 +23,7 @@
 //! sessions and vanish cannot exhaust the server's memory.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -69,6 +77,8 @@ pub struct HttpOptions {
     /// balancer can answer any request); clients of protocol 2026-07-28 and later are
     /// served this way regardless.
     pub stateless: bool,
+    /// Set once the server is stopping (SIGTERM): `/readyz` answers `503` from then on.
+    pub draining: Arc<AtomicBool>,
 }
 
 impl Default for HttpOptions {
@@ -80,6 +90,7 @@ impl Default for HttpOptions {
             session_idle_timeout: DEFAULT_SESSION_IDLE_TIMEOUT,
             max_sessions: DEFAULT_MAX_SESSIONS,
             stateless: false,
+            draining: Arc::default(),
         }
     }
 }
@@ -97,6 +108,7 @@ pub fn http_router(service: Service, options: HttpOptions) -> Router {
         .enforce_origin_validation();
     let authenticated = options.verifier.is_some();
     let connect_service = service.clone();
+    let readiness = Readiness { service: service.clone(), draining: options.draining.clone() };
 
     let identity =
         if options.verifier.is_some() { Identity::PerRequest } else { Identity::Anonymous };
@@ -138,8 +150,11 @@ pub fn http_router(service: Service, options: HttpOptions) -> Router {
     let console = crate::console::router(options.verifier.as_ref())
         .layer(from_fn_with_state(guard.clone(), crate::guard::guard));
     let connect = connect.layer(from_fn_with_state(guard, crate::guard::guard));
-    let router =
-        Router::new().route("/healthz", get(|| async { "ok\n" })).merge(console).merge(connect);
+    let router = Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz).with_state(readiness))
+        .merge(console)
+        .merge(connect);
     match options.verifier {
         None => router.merge(mcp),
         Some(verifier) => {
@@ -154,6 +169,31 @@ pub fn http_router(service: Service, options: HttpOptions) -> Router {
                 )
                 .merge(guarded)
         }
+    }
+}
+
+/// What `/readyz` asks.
+#[derive(Clone)]
+struct Readiness {
+    service: Service,
+    draining: Arc<AtomicBool>,
+}
+
+/// `200 ready`, or `503 not ready: <reason>` (module docs).
+async fn readyz(State(r): State<Readiness>) -> Response {
+    let not_ready = |why: &str| {
+        (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}\n")).into_response()
+    };
+    if r.draining.load(Ordering::SeqCst) {
+        return not_ready("the server is stopping (draining the calls in flight)");
+    }
+    // The store's read blocks (SQLite's connection, PostgreSQL's pool behind its own
+    // runtime): off the async workers, as the tools' calls are.
+    let service = r.service.clone();
+    match tokio::task::spawn_blocking(move || service.readiness()).await {
+        Ok(Ok(())) => "ready\n".into_response(),
+        Ok(Err(why)) => not_ready(&why),
+        Err(e) => not_ready(&format!("the readiness check failed: {e}")),
     }
 }
 

@@ -137,6 +137,17 @@ impl Service {
     }
 
     /// The vector of a search query; repeated queries come from the embedder's cache.
+    /// Whether the service can answer calls now: its embedder loaded and its store
+    /// answering a cheap read. `Err` says which is not, in words (a server's `/readyz`).
+    /// Blocks for as long as the store's read takes (PostgreSQL: at most its call timeout).
+    pub fn readiness(&self) -> Result<(), String> {
+        self.embedder.ready()?;
+        self.store.ping().map_err(|e| match e {
+            StoreError::Unavailable(m) => format!("the database is unavailable: {m}"),
+            e => format!("the store does not answer: {e}"),
+        })
+    }
+
     fn embed_query(&self, query: &str) -> Result<Vec<f32>, Error> {
         self.embedder.embed_query(query).map_err(embed_error)
     }

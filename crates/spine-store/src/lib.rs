@@ -371,6 +371,10 @@ pub trait Store: Send + Sync {
     /// Whether any record (readable or not) already uses this short id.
     fn short_id_taken(&self, short: &ShortId) -> Result<bool>;
 
+    /// A cheap read of the records table: `Ok` when the store answers now (a server's
+    /// `/readyz`); PostgreSQL's within its call timeout.
+    fn ping(&self) -> Result<()>;
+
     /// Every record `access` can read that `id` names, at most `limit`, ordered by id: one
     /// for a full id, possibly several for a short id (the operator lists them; a caller
     /// treats several as none, see [`Store::resolve`]).

@@ -54,7 +54,10 @@ pub struct Common {
 const SERVE_ENDPOINTS: &str = "\
 Endpoints on the --listen address:
   /mcp                                    MCP over streamable HTTP (DELETE ends a session)
-  /healthz                                GET: answers \"ok\"
+  /healthz                                GET: liveness, answers \"ok\"
+  /readyz                                 GET: readiness, \"ready\" (200) once the model is
+                                          loaded and the store answers, while not stopping;
+                                          else 503 \"not ready: <reason>\"
   /spine.v1.MemoryService/<Method>        Connect API, POST (JSON or binary protobuf):
                                           SearchMemories, ListMemories, GetMemory,
                                           ArchiveMemory, RestoreMemory, ListScopes, ListTags,

@@ -155,6 +155,7 @@ async fn run() -> Result<()> {
                 session_idle_timeout,
                 max_sessions,
                 stateless,
+                draining: Default::default(),
             };
             let console = console_client_id.as_deref().filter(|s| !s.is_empty());
             serve(&common, listen, metrics_listen, console, options).await
@@ -250,6 +251,7 @@ async fn serve(
     options: impl FnOnce(Option<Verifier>) -> HttpOptions,
 ) -> Result<()> {
     let options = options(verifier(common, console_client_id).await?);
+    let draining = options.draining.clone();
     let (service, store) = build_service_and_store(common)?;
     let metrics = metrics::router(store)?;
     let mut app = http_router(service, options);
@@ -277,6 +279,7 @@ async fn serve(
     let (stopping, mut stopped) = tokio::sync::watch::channel(false);
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         shutdown_signal().await;
+        draining.store(true, std::sync::atomic::Ordering::SeqCst);
         tracing::info!("stopping: finishing the calls in flight");
         let _ = stopping.send(true);
     });

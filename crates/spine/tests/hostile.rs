@@ -416,3 +416,52 @@ async fn sigterm_lets_the_call_in_flight_finish() {
     let store = open_store(server._dir.path());
     assert_eq!(store.count_records(None).unwrap(), 1, "the drained write is durable");
 }
+
+/// `/readyz` (issue 68): `503 not ready: …` until the model has loaded, then `200 ready`
+/// while the store answers; once SIGTERM arrives, a probe still being read (its headers
+/// half sent) is answered `503` naming the drain, while `/healthz` stays liveness.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readyz_is_ready_once_loaded_and_not_while_stopping() {
+    use tokio::io::AsyncReadExt;
+    let mut server = start_http().await;
+    let addr = server.addr.clone();
+    let http = reqwest::Client::new();
+    let ready = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let r = http.get(format!("http://{addr}/readyz")).send().await.unwrap();
+            let status = r.status().as_u16();
+            let text = r.text().await.unwrap();
+            match status {
+                200 => return text,
+                503 => assert!(text.starts_with("not ready: "), "{text}"),
+                s => panic!("/readyz answered {s}: {text}"),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    assert_eq!(ready.await.expect("ready within a minute"), "ready\n");
+    // No token and no allowed Host needed: orchestrators probe pods by IP.
+    let r = http.get(format!("http://{addr}/readyz")).header("Host", "10.1.2.3:8080").send();
+    assert_eq!(r.await.unwrap().status(), 200);
+
+    let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    tcp.write_all(format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\n").as_bytes()).await.unwrap();
+    let pid = server.child.id().unwrap();
+    // SAFETY: signalling our own child process.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) }, 0);
+    let refused = tokio::time::timeout(Duration::from_secs(10), async {
+        while tokio::net::TcpStream::connect(&addr).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    refused.await.expect("the server stops accepting connections");
+    tcp.write_all(b"\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(30), tcp.read_to_end(&mut answer));
+    read.await.expect("the answer arrives").unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+    assert!(answer.ends_with("not ready: the server is stopping (draining the calls in flight)\n"));
+    let status = tokio::time::timeout(Duration::from_secs(20), server.child.wait()).await;
+    assert!(status.expect("spine serve exits").unwrap().success(), "a clean exit");
+}

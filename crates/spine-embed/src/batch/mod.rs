@@ -399,6 +399,10 @@ impl<E: Embedder + 'static> Embedder for BatchingEmbedder<E> {
         self.inner().dims()
     }
 
+    fn ready(&self) -> Result<(), String> {
+        self.inner().ready()
+    }
+
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());

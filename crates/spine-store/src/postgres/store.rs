@@ -116,6 +116,11 @@ impl Store for PgStore {
         Ok(!self.query_by_key(sql, &[&short.as_str()])?.is_empty())
     }
 
+    fn ping(&self) -> Result<()> {
+        self.query_by_key("SELECT 1 FROM memories LIMIT 1", &[])?;
+        Ok(())
+    }
+
     fn matching(&self, access: &Access, id: &IdRef, limit: usize) -> Result<Vec<Memory>> {
         bodies_by_key(self, by_key(id), access, limit)
     }

@@ -98,6 +98,12 @@ impl Store for SqliteStore {
             .is_some())
     }
 
+    fn ping(&self) -> Result<()> {
+        let conn = self.read()?;
+        conn.query_row("SELECT 1 FROM memories LIMIT 1", [], |_| Ok(())).optional()?;
+        Ok(())
+    }
+
     fn matching(&self, access: &Access, id: &IdRef, limit: usize) -> Result<Vec<Memory>> {
         let conn = self.read()?;
         matching_in(&conn, access, id, limit)
