@@ -22,10 +22,14 @@ fi
 (cd tests/typescript && rm -rf gen && PATH="$PWD/node_modules/.bin:$PATH" buf generate ../../proto)
 # The console's browser tests drive Debian's Chromium with playwright-core (its own browser
 # download cannot work here).
-if [ ! -x "${SPINE_CHROMIUM:-/usr/bin/chromium}" ]; then
+# The image test (crates/spine/tests/image.rs) builds the OCI image with Debian's buildah.
+missing=()
+[ -x "${SPINE_CHROMIUM:-/usr/bin/chromium}" ] || missing+=(chromium)
+command -v buildah >/dev/null || missing+=(buildah)
+if [ ${#missing[@]} -gt 0 ]; then
   sudo=(); [ "$(id -u)" = 0 ] || sudo=(sudo)
   "${sudo[@]}" apt-get update -qq
-  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # The PostgreSQL backend's tests need a server: a throw-away one (scripts/postgres.sh) unless
 # SPINE_TEST_DATABASE_URL names one. SPINE_SKIP_POSTGRES=1 skips them (never in CI).
