@@ -446,6 +446,16 @@ async fn readyz_is_ready_once_loaded_and_not_while_stopping() {
 
     let mut tcp = tokio::net::TcpStream::connect(&addr).await.unwrap();
     tcp.write_all(format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\n").as_bytes()).await.unwrap();
+    // Only a request the server has begun to read outlives the signal (an idle connection is
+    // closed): wait until its socket's receive queue is empty.
+    let (server_port, client_port) =
+        (tcp.peer_addr().unwrap().port(), tcp.local_addr().unwrap().port());
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        while unread_bytes(server_port, client_port) != Some(0) {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    read.await.expect("the server reads the probe's first bytes");
     let pid = server.child.id().unwrap();
     // SAFETY: signalling our own child process.
     assert_eq!(unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) }, 0);
@@ -464,4 +474,18 @@ async fn readyz_is_ready_once_loaded_and_not_while_stopping() {
     assert!(answer.ends_with("not ready: the server is stopping (draining the calls in flight)\n"));
     let status = tokio::time::timeout(Duration::from_secs(20), server.child.wait()).await;
     assert!(status.expect("spine serve exits").unwrap().success(), "a clean exit");
+}
+
+/// The bytes waiting in the receive queue of the server's side of a loopback TCP connection
+/// (`/proc/net/tcp`: local port `server`, remote port `client`), if it is listed.
+fn unread_bytes(server: u16, client: u16) -> Option<u64> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let port = |addr: &str| u16::from_str_radix(addr.rsplit_once(':')?.1, 16).ok();
+        if port(f.get(1)?)? != server || port(f.get(2)?)? != client {
+            return None;
+        }
+        u64::from_str_radix(f.get(4)?.split_once(':')?.1, 16).ok()
+    })
 }

@@ -120,7 +120,7 @@ async fn the_image_holds_what_spine_needs_and_runs_as_10001() {
             .unwrap()
             .success()
     );
-    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let data = std::fs::metadata(rootfs.join("data")).unwrap();
     assert_eq!((data.uid(), data.gid()), (10001, 10001), "/data belongs to spine");
     assert!(!rootfs.join("bin/sh").exists() && !rootfs.join("usr/bin").exists(), "no shell");
@@ -131,6 +131,31 @@ async fn the_image_holds_what_spine_needs_and_runs_as_10001() {
     let passwd = std::fs::read_to_string(rootfs.join("etc/passwd")).unwrap();
     assert!(passwd.contains("spine:x:10001:10001:"), "{passwd}");
     assert!(rootfs.join("etc/ssl/certs/ca-certificates.crt").is_file());
+
+    // A read-only root, as `readOnlyRootFilesystem` makes it: for uid 10001 every directory
+    // but /data is root's and not writable once /tmp is too (temporary files then go to the
+    // working directory, /data).
+    std::fs::set_permissions(rootfs.join("tmp"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let outside_data = || -> Vec<(String, i64, u64)> {
+        let mut files = Vec::new();
+        let mut dirs = vec![rootfs.clone()];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let e = e.unwrap();
+                let m = e.metadata().unwrap();
+                if e.path() == rootfs.join("data") {
+                    continue;
+                }
+                if m.is_dir() {
+                    dirs.push(e.path());
+                }
+                files.push((e.path().display().to_string(), m.mtime(), m.len()));
+            }
+        }
+        files.sort();
+        files
+    };
+    let before = outside_data();
 
     // The secure default holds in the image: a non-loopback listen without OIDC refuses to
     // start and says what to set.
@@ -170,6 +195,27 @@ async fn the_image_holds_what_spine_needs_and_runs_as_10001() {
     });
     ready.await.expect("the image's server is ready within a minute");
     assert!(rootfs.join("data/spine.db").is_file(), "the store lives in /data");
+    // A store and a search over MCP, embedded by the model inside the image.
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(format!(
+        "http://127.0.0.1:{port}/mcp"
+    ));
+    let client = rmcp::ServiceExt::serve((), transport).await.unwrap();
+    let stored = ok(call(
+        &client,
+        "store_memory",
+        serde_json::json!({"content": "Deploys happen on Thursdays.", "scope": "dev:project:image",
+            "source": "user-said", "category": "convention"}),
+    )
+    .await);
+    let hits = ok(call(
+        &client,
+        "search_memory",
+        serde_json::json!({"query": "which weekday do we ship", "scope": "dev:project:image"}),
+    )
+    .await);
+    assert_eq!(hits["memories"][0]["id"], stored["id"], "{hits}");
+    client.cancel().await.unwrap();
     child.start_kill().unwrap();
     child.wait().await.unwrap();
+    assert_eq!(outside_data(), before, "nothing is written outside /data");
 }

@@ -68,8 +68,15 @@ const COMMIT_SYNC: &str = "NORMAL";
 const STATEMENT_CACHE: usize = 64;
 
 /// What every connection, the writer's and the readers', is opened with: the wait for a
-/// busy database, the page cache and memory map, and plans that do not depend on bound
-/// values.
+/// busy database, the page cache and memory map, temporary files in memory, and plans that
+/// do not depend on bound values.
+///
+/// Temporary files (statement journals, sorts, transient indices) stay in memory: SQLite
+/// otherwise looks for a directory to put them in (`SQLITE_TMPDIR`, `TMPDIR`, `/var/tmp`,
+/// `/usr/tmp`, `/tmp`, the working directory), and a container with a read-only root and only
+/// its data volume writable has none — the first start failed with "disk I/O error"
+/// (`SQLITE_IOERR_GETTEMPPATH`). Spine's statements read a page of records or one record's
+/// rows, and nothing copies a whole table (no `VACUUM`), so they stay small.
 ///
 /// The last keeps cached statements compiled. SQLite marks a parameter whose value might
 /// change the plan (a bound LIMIT, `col = ?` on a column no index serves, …), and
@@ -84,6 +91,7 @@ pub(super) fn open_connection(path: &Path) -> Result<Connection> {
     conn.busy_timeout(BUSY_WAIT)?;
     conn.pragma_update(None, "cache_size", -CACHE_KIB)?;
     conn.pragma_update(None, "mmap_size", MMAP_BYTES)?;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
     conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     Ok(conn)

@@ -50,6 +50,18 @@ fn readers_map_the_file_only_while_the_store_is_quiet() {
     assert!(mapped(&store.lock()) >= 1 << 30);
 }
 
+/// Temporary files stay in memory on every connection (`open_connection`): a container with
+/// a read-only root and only its data volume writable has no temporary directory.
+#[test]
+fn temporary_files_stay_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path()).unwrap();
+    let temp =
+        |c: &Connection| -> i64 { c.pragma_query_value(None, "temp_store", |r| r.get(0)).unwrap() };
+    assert_eq!(temp(&store.lock()), 2, "MEMORY");
+    assert_eq!(temp(&store.read().unwrap()), 2, "MEMORY");
+}
+
 /// The bundled SQLite is built without its memory statistics (`.cargo/config.toml`):
 /// with them every allocation inside SQLite takes one process-wide lock.
 #[test]
