@@ -625,11 +625,19 @@ async fn a_database_stopped_mid_write_leaves_all_or_nothing() {
                 assert!(took <= CONNECT_TIMEOUT + MARGIN, "{tool} on {addr} took {took:?}");
                 eprintln!("  database down: {tool} on {addr}: unavailable in {took:?}");
             }
+            // Readiness says so too (issue 68): a load balancer stops sending calls here.
+            let asked = Instant::now();
+            let (status, text) = readyz(addr).await;
+            let took = asked.elapsed();
+            assert_eq!(status, 503, "/readyz on {addr} while the database is down: {text}");
+            assert!(text.starts_with("not ready: the database is unavailable"), "{text}");
+            assert!(took <= CONNECT_TIMEOUT + MARGIN, "/readyz on {addr} took {took:?}");
         }
         f.cluster.restart();
         for addr in [&f.a_addr, &f.b_addr] {
             let (took, refused) = f.recovered(addr).await;
             eprintln!("  database back: {addr} served after {took:?} ({refused} refused first)");
+            assert_eq!(readyz(addr).await, (200, "ready\n".to_owned()), "{addr} ready again");
         }
         let outcome = f.outcome(op).await;
         eprintln!("{op:?}, database stopped: {outcome:?}");
@@ -668,4 +676,10 @@ async fn a_relay_cut_mid_write_leaves_all_or_nothing() {
         f.acknowledged(op).await;
     }
     f.finish().await;
+}
+
+/// `GET /readyz` on a node: its status and body.
+async fn readyz(addr: &str) -> (u16, String) {
+    let r = reqwest::get(format!("http://{addr}/readyz")).await.unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
 }
