@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # Runs every test: fetches the model weights if missing, installs the client SDKs the
-# conformance tests drive (the Python MCP SDK into target/pyenv; the TypeScript MCP SDK, the
-# MCP Inspector, the Connect client with buf and protoc-gen-es, and playwright-core from
-# tests/typescript/package-lock.json) and Debian's chromium, generates the Connect client's
-# code from proto/, then starts a throw-away PostgreSQL + pgvector (scripts/postgres.sh), then
-# runs the Rust tests (unit, service, end-to-end over stdio and HTTP, the Connect client, the
-# web console in Chromium, two nodes on one PostgreSQL), and both MCP SDK tests against the
-# real binary; then the service tests and the end-to-end and both SDK tests once more on
+# conformance tests drive (the Python MCP SDK and Helm's SDK into target/pyenv; the
+# TypeScript MCP SDK, the MCP Inspector, the Connect client with buf and protoc-gen-es, and
+# playwright-core from tests/typescript/package-lock.json) and Debian's chromium, generates
+# the Connect client's code from proto/, then starts a throw-away PostgreSQL + pgvector
+# (scripts/postgres.sh), then runs the Rust tests (unit, service, end-to-end over stdio and
+# HTTP, the Connect client, the web console in Chromium, two nodes on one PostgreSQL), both
+# MCP SDK tests against the real binary and the Helm chart's tests (tests/helm, rendered by
+# Helm's SDK); then the service tests and the end-to-end and both SDK tests once more on
 # PostgreSQL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-model.sh
-if [ ! -x target/pyenv/bin/python ] || ! target/pyenv/bin/python -c 'import mcp' 2>/dev/null; then
+# The chart's tests render it with Helm's Go SDK (helm-python-sdk: Debian has no helm binary)
+# and validate the manifests against the Kubernetes schemas (kubernetes-validate).
+if [ ! -x target/pyenv/bin/python ] \
+    || ! target/pyenv/bin/python -c 'import mcp, helm_python, kubernetes_validate' 2>/dev/null; then
   python3 -m venv target/pyenv
-  target/pyenv/bin/pip install --quiet --disable-pip-version-check mcp==2.3.0
+  target/pyenv/bin/pip install --quiet --disable-pip-version-check \
+    mcp==2.3.0 helm-python-sdk==0.2.2 kubernetes-validate==1.37.0
 fi
 if ! cmp -s tests/typescript/package-lock.json tests/typescript/node_modules/.installed-lock.json; then
   (cd tests/typescript && npm ci --no-audit --no-fund --loglevel=error \
@@ -44,6 +49,7 @@ fi
 SPINE_REQUIRE_PYTHON=1 SPINE_REQUIRE_NODE=1 cargo test --workspace
 target/pyenv/bin/python tests/python/sdk_client.py target/debug/spine
 node tests/typescript/sdk_client.mjs target/debug/spine
+target/pyenv/bin/python tests/helm/chart_test.py target/debug/spine
 # run_integration CRATE [ARGS…]: runs CRATE's integration-test binary from the workspace
 # build (no rebuild), in the crate's directory as `cargo test` does.
 run_integration() {
