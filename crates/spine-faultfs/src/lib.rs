@@ -110,6 +110,18 @@ impl Disk {
         root && Path::new("/dev/fuse").exists()
     }
 
+    /// For tests: whether this process can mount it here. Where it cannot, says so on
+    /// stderr and returns false (the test skips), except under CI (`CI` set), which runs as
+    /// root with `/dev/fuse`: there it panics instead of skipping.
+    pub fn available_or_skip() -> bool {
+        if Self::available() {
+            return true;
+        }
+        assert!(std::env::var_os("CI").is_none(), "CI runs as root with /dev/fuse");
+        eprintln!("skipped: mounting FUSE needs root and /dev/fuse");
+        false
+    }
+
     /// Where processes use it.
     pub fn path(&self) -> &Path {
         &self.mountpoint

@@ -165,6 +165,9 @@ type Tally = BTreeMap<Tool, (Vec<f64>, usize)>;
 /// unique, the records stored so far, and the outcomes.
 struct Workload {
     mode: Mode,
+    /// The most live records this workload keeps (`spine-bench soak --records`): beyond it
+    /// each store is matched by a delete of the oldest. `None`: the store grows.
+    cap: Option<usize>,
     corpus: Vec<(String, String)>,
     run: String,
     next_document: AtomicUsize,
@@ -174,13 +177,50 @@ struct Workload {
     outcomes: Mutex<(Tally, Vec<String>)>,
 }
 
-/// Records this process stored. Invariant: `unarchived` holds indices into `stored` of
-/// records not yet sent to archive_memory, each once.
+/// Records this process stored. Invariants: `unarchived` holds indices into `stored` of
+/// records not yet sent to archive_memory (nor deleted by churn), each once; the records
+/// below `first_live` were deleted to hold the cap, oldest first (`unarchived` may still
+/// name them: a pick drops such an entry when it draws it).
 #[derive(Default)]
 struct Records {
     /// (id, content) of each record stored.
     stored: Vec<(String, String)>,
     unarchived: Vec<usize>,
+    first_live: usize,
+}
+
+impl Records {
+    fn live(&self) -> usize {
+        self.stored.len() - self.first_live
+    }
+
+    /// The oldest record a call may name: with a cap, the oldest fifth of the live records
+    /// is left alone, so that no call in flight names a record the cap's delete removes
+    /// under it (it would answer not found). Below the cap that fifth is never deleted.
+    fn pickable_from(&self, cap: Option<usize>) -> usize {
+        self.first_live + cap.map_or(0, |_| self.live() / 5)
+    }
+
+    /// A random unarchived record a call may name, taken out of `unarchived` when `take`;
+    /// entries deleted by the cap are dropped as they are drawn.
+    fn pick_unarchived(&mut self, rng: &mut StdRng, from: usize, take: bool) -> Option<usize> {
+        for _ in 0..8 {
+            if self.unarchived.is_empty() {
+                return None;
+            }
+            let at = rng.random_range(0..self.unarchived.len());
+            let i = self.unarchived[at];
+            if i < self.first_live {
+                self.unarchived.swap_remove(at);
+            } else if i >= from {
+                if take {
+                    self.unarchived.swap_remove(at);
+                }
+                return Some(i);
+            }
+        }
+        None
+    }
 }
 
 impl Workload {
@@ -189,7 +229,18 @@ impl Workload {
     fn new(mode: Mode, corpus: Vec<(String, String)>, run: String) -> Workload {
         let (next_document, next_query) = (AtomicUsize::new(0), AtomicUsize::new(0));
         let (records, outcomes) = (Mutex::default(), Mutex::default());
-        Workload { mode, corpus, run, next_document, next_query, records, outcomes }
+        Workload { mode, cap: None, corpus, run, next_document, next_query, records, outcomes }
+    }
+
+    /// The same, keeping at most `cap` live records.
+    fn capped(mut self, cap: usize) -> Workload {
+        self.cap = Some(cap);
+        self
+    }
+
+    /// The live records (stored and not deleted by the cap).
+    fn live(&self) -> usize {
+        self.records.lock().expect("no session panics holding the records").live()
     }
 
     fn document(&self) -> String {
@@ -208,36 +259,45 @@ impl Workload {
     }
 
     /// The next call: a tool and its arguments. A tool that needs a stored record falls
-    /// back to store_memory when there is none (for archive: none left unarchived).
+    /// back to store_memory when there is none (for archive: none left unarchived). Over
+    /// the cap, the next call deletes the oldest live record instead of drawing one.
     fn next_call(&self, rng: &mut StdRng) -> (Tool, Value) {
+        let mut records = self.records.lock().expect("no session panics holding the records");
+        let r = &mut *records;
+        if self.cap.is_some_and(|cap| r.live() > cap) {
+            let oldest = r.first_live;
+            r.first_live += 1;
+            return (Tool::Delete, json!({"id": r.stored[oldest].0}));
+        }
         let tool = match self.mode {
             Mode::Store => Tool::Store,
             Mode::Search => Tool::Search,
             Mode::Mix => mix_pick(rng),
             Mode::Churn => Tool::Delete,
         };
-        let mut records = self.records.lock().expect("no session panics holding the records");
-        let r = &mut *records;
+        let from = r.pickable_from(self.cap);
         let args = match tool {
             Tool::Search => json!({"query": self.query(), "scope": SCOPE}),
             Tool::List => json!({"scope": SCOPE}),
-            Tool::Get if !r.stored.is_empty() => {
-                json!({"id": r.stored[rng.random_range(0..r.stored.len())].0})
+            Tool::Get if from < r.stored.len() => {
+                json!({"id": r.stored[rng.random_range(from..r.stored.len())].0})
             }
-            Tool::Update if !r.unarchived.is_empty() => {
-                let (id, content) =
-                    &r.stored[r.unarchived[rng.random_range(0..r.unarchived.len())]];
-                let tag = format!("v{}", rng.random::<u32>());
-                json!({"id": id, "content": content, "tags": ["load", tag]})
-            }
-            Tool::Archive if !r.unarchived.is_empty() => {
-                let i = r.unarchived.swap_remove(rng.random_range(0..r.unarchived.len()));
-                json!({"ids": [r.stored[i].0]})
-            }
-            Tool::Delete if !r.unarchived.is_empty() => {
-                let i = r.unarchived.swap_remove(rng.random_range(0..r.unarchived.len()));
-                json!({"id": r.stored[i].0})
-            }
+            Tool::Update => match r.pick_unarchived(rng, from, false) {
+                Some(i) => {
+                    let (id, content) = &r.stored[i];
+                    let tag = format!("v{}", rng.random::<u32>());
+                    json!({"id": id, "content": content, "tags": ["load", tag]})
+                }
+                None => return (Tool::Store, store_args(self.document())),
+            },
+            Tool::Archive => match r.pick_unarchived(rng, from, true) {
+                Some(i) => json!({"ids": [r.stored[i].0]}),
+                None => return (Tool::Store, store_args(self.document())),
+            },
+            Tool::Delete => match r.pick_unarchived(rng, from, true) {
+                Some(i) => json!({"id": r.stored[i].0}),
+                None => return (Tool::Store, store_args(self.document())),
+            },
             _ => return (Tool::Store, store_args(self.document())),
         };
         (tool, args)
@@ -513,6 +573,41 @@ mod tests {
         let again = Workload::new(Mode::Search, corpus, "7-".to_owned());
         assert_eq!(again.query(), "q (case 7-0)");
         assert_eq!(again.document(), "d\n(note 7-0)");
+    }
+
+    #[test]
+    fn a_capped_workload_deletes_its_oldest_records_and_never_names_them_first() {
+        let corpus = vec![("d".to_owned(), "q".to_owned())];
+        let work = Workload::new(Mode::Mix, corpus, String::new()).capped(10);
+        for i in 0..11 {
+            let store = store_args(work.document());
+            work.stored(&store, &json!({"structuredContent": {"id": format!("r{i}")}})).unwrap();
+        }
+        assert_eq!(work.live(), 11);
+        let mut rng = StdRng::seed_from_u64(3);
+        // Over the cap: the next call deletes the oldest record, whatever the mix draws.
+        assert_eq!(work.next_call(&mut rng), (Tool::Delete, json!({"id": "r0"})));
+        assert_eq!(work.live(), 10);
+        // The oldest fifth of the live records (r1, r2) is never named: the cap deletes them
+        // next, and a call in flight must not find its record gone.
+        for _ in 0..2000 {
+            let (tool, args) = work.next_call(&mut rng);
+            let named = args.get("id").or_else(|| args["ids"].get(0));
+            if let Some(id) = named.and_then(Value::as_str) {
+                assert!(!["r0", "r1", "r2"].contains(&id), "{tool:?} named {id}");
+            }
+            assert_ne!(tool, Tool::Delete, "the mix itself deletes nothing");
+            if tool == Tool::Store {
+                break;
+            }
+        }
+        // Without a cap every record may be named, and nothing is deleted.
+        let free = Workload::new(Mode::Mix, vec![("d".into(), "q".into())], String::new());
+        let store = store_args(free.document());
+        free.stored(&store, &json!({"structuredContent": {"id": "only"}})).unwrap();
+        let (_, args) =
+            (0..).map(|_| free.next_call(&mut rng)).find(|(tool, _)| *tool == Tool::Get).unwrap();
+        assert_eq!(args, json!({"id": "only"}));
     }
 
     #[test]

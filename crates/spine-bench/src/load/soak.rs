@@ -2,8 +2,10 @@
 //! row a window (a minute by default), and a verdict.
 //!
 //! `--sessions` kept-alive MCP sessions call tools back to back on the working-agent mix
-//! ([`super::TOOLS`]), `--writers` more store new records and delete them again without
-//! pause (the writer storm, which leaves the store's size to the mix),
+//! ([`super::TOOLS`]) over a store of at most `--records` of their records (once it is
+//! full, each store is matched by a delete of the oldest: the store's size holds, so what
+//! grows after that is not data), `--writers` more store new records and delete them again
+//! without pause (the writer storm),
 //! `spine export` of every scope runs beside them every `--export-every` minutes against the
 //! same data directory, and the checkpoint thread copies the log as it grows. Each window
 //! prints calls/s, p50 and p99 per tool, failed calls, and the server's resident memory, open
@@ -13,9 +15,11 @@
 //! the warm-up window's and more than [`P99_SLACK_MS`] higher (a few milliseconds either way
 //! on a quiet store is noise, not a leak).
 //!
-//! The warm-up window is the first that ends at or after `--warmup` minutes (5 by default);
-//! a run too short to have a window after it (CI's two minutes) judges failures only: its
-//! caches (records' terms, SQLite's pages) are still filling, which is not a leak.
+//! The warm-up window is the first that ends at or after `--warmup` minutes (5 by default)
+//! and starts with the store full (`--records`); a run with no window after it (CI's two
+//! minutes) judges failures only: its caches (records' terms, SQLite's pages) are still
+//! filling, which is not a leak. Neither is a store that grows (`--records 0`): growth is
+//! then judged only from a full store, never.
 
 use std::io::Write as _;
 
@@ -44,6 +48,10 @@ struct Args {
     /// Sessions that store and delete records without pause (the writer storm).
     #[arg(long, default_value_t = 4)]
     writers: usize,
+    /// The most records the mix keeps: once it holds this many, each store is followed by
+    /// a delete of its oldest record (0: no limit, the store grows and growth is not judged).
+    #[arg(long, default_value_t = 5000)]
+    records: usize,
     /// Minutes between two runs of `spine export` beside the load (0: none).
     #[arg(long, default_value_t = 3.0)]
     export_every: f64,
@@ -89,10 +97,13 @@ pub(crate) struct Window {
     /// Exports finished in the window, and how many of them failed.
     pub(crate) exports: usize,
     pub(crate) exports_failed: usize,
+    /// The mix's live records at the window's end.
+    pub(crate) records: usize,
 }
 
-/// Why a run failed; empty when it passed.
-pub(crate) fn verdict(windows: &[Window], warmup_min: f64) -> Vec<String> {
+/// Why a run failed; empty when it passed. `cap`: the store's size once full (`--records`;
+/// 0: it grows, and growth is not judged).
+pub(crate) fn verdict(windows: &[Window], warmup_min: f64, cap: usize) -> Vec<String> {
     let mut out = Vec::new();
     let Some(last) = windows.last() else {
         return vec!["no window finished".into()];
@@ -107,12 +118,7 @@ pub(crate) fn verdict(windows: &[Window], warmup_min: f64) -> Vec<String> {
     }
     // The warm-up window; a run with no window after it judges no growth (CI's two
     // minutes: caches still filling are not a leak).
-    let Some(base) = windows
-        .iter()
-        .position(|w| w.at_min >= warmup_min - 1e-9)
-        .filter(|&i| i + 1 < windows.len())
-        .map(|i| &windows[i])
-    else {
+    let Some(base) = baseline(windows, warmup_min, cap).map(|i| &windows[i]) else {
         return out;
     };
     if let (Some(before), Some(after)) = (base.anon_mib, last.anon_mib)
@@ -130,6 +136,16 @@ pub(crate) fn verdict(windows: &[Window], warmup_min: f64) -> Vec<String> {
         ));
     }
     out
+}
+
+/// The warm-up window's index: the first ending at or after `warmup_min` that began with the
+/// store full, when a window follows it.
+fn baseline(windows: &[Window], warmup_min: f64, cap: usize) -> Option<usize> {
+    if cap == 0 {
+        return None;
+    }
+    (1..windows.len().saturating_sub(1))
+        .find(|&i| windows[i].at_min >= warmup_min - 1e-9 && windows[i - 1].records >= cap)
 }
 
 /// `spine-bench soak [flags] [-- serve args]`.
@@ -165,7 +181,11 @@ async fn soak(args: Args, corpus: Vec<(String, String)>) -> Result<Vec<String>> 
     let binary = args.binary.clone().unwrap_or_else(|| "target/release/spine".into());
     let (server, url) = start(&binary, &args.serve_args).await?;
     let pid = server.child.id();
-    let mix = Arc::new(Workload::new(Mode::Mix, corpus.clone(), String::new()));
+    let mut mix = Workload::new(Mode::Mix, corpus.clone(), String::new());
+    if args.records > 0 {
+        mix = mix.capped(args.records);
+    }
+    let mix = Arc::new(mix);
     // The writers store and delete (churn): writes that leave the store's size to the mix.
     // Their texts differ from the mix's (their own run mark): each is embedded anew.
     let storm = Arc::new(Workload::new(Mode::Churn, corpus, "w-".into()));
@@ -212,8 +232,9 @@ async fn soak(args: Args, corpus: Vec<(String, String)>) -> Result<Vec<String>> 
             args.sessions, args.writers, args.minutes, args.window, args.export_every
         );
         println!(
-            "{:>6} {:>8} {:>6} {:>8} {:>8} {:>9} {:>6} {:>8} {:>8}  per tool p50/p99 ms",
+            "{:>6} {:>8} {:>8} {:>6} {:>8} {:>8} {:>9} {:>6} {:>8} {:>8}  per tool p50/p99 ms",
             "min",
+            "records",
             "calls/s",
             "failed",
             "p99 ms",
@@ -245,13 +266,14 @@ async fn soak(args: Args, corpus: Vec<(String, String)>) -> Result<Vec<String>> 
             (e.0, e.1) = (0, 0);
             out
         };
-        let window = measure_window(
+        let mut window = measure_window(
             &[&mix, &storm],
             started.elapsed().as_secs_f64() / 60.0,
             secs,
             pid,
             (exported, exports_failed),
         );
+        window.records = mix.live();
         if args.json {
             println!("{}", serde_json::to_string(&window)?);
         } else {
@@ -266,20 +288,19 @@ async fn soak(args: Args, corpus: Vec<(String, String)>) -> Result<Vec<String>> 
         s.close().await;
     }
     drop(server);
-    let mut failures = verdict(&windows, args.warmup);
+    let mut failures = verdict(&windows, args.warmup, args.records);
     for w in [&mix, &storm] {
         let (_, errors) = &*w.outcomes.lock().expect("the sessions ended");
         failures.extend(errors.iter().map(|e| format!("first errors: {e}")));
     }
     failures.extend(exports.lock().expect("the exports ended").2.iter().cloned());
     if !args.json {
-        let judged = windows.iter().any(|w| w.at_min >= args.warmup)
-            && windows.last().is_some_and(|w| w.at_min > args.warmup + 1e-9);
+        let judged = baseline(&windows, args.warmup, args.records).is_some();
         match (failures.is_empty(), judged) {
             (true, true) => println!("\npassed: no failed call or export, memory and p99 steady"),
             (true, false) => println!(
                 "\npassed: no failed call or export (memory and p99 not judged: no window after \
-                 the {} min warm-up)",
+                 the {} min warm-up that began with the store full)",
                 args.warmup
             ),
             (false, _) => println!("\nfailed: {}", failures.join("; ")),
@@ -329,6 +350,7 @@ fn measure_window(
         threads: status_count(pid, "Threads:"),
         exports,
         exports_failed,
+        records: 0,
     }
 }
 
@@ -343,8 +365,9 @@ fn print_row(w: &Window) {
     let tools: Vec<String> =
         w.tools.iter().map(|(t, (p50, p99))| format!("{t} {p50:.0}/{p99:.0}")).collect();
     println!(
-        "{:>6.1} {:>8.1} {:>6} {:>8.1} {:>8} {:>9} {:>6} {:>8} {:>8}  {}",
+        "{:>6.1} {:>8} {:>8.1} {:>6} {:>8.1} {:>8} {:>9} {:>6} {:>8} {:>8}  {}",
         w.at_min,
+        w.records,
         w.calls_per_s,
         w.failed,
         w.p99_ms,
@@ -397,39 +420,64 @@ mod tests {
             threads: Some(10),
             exports: 0,
             exports_failed: 0,
+            records: 100,
         }
     }
 
     #[test]
     fn a_steady_run_passes_and_each_rule_fails_it() {
         let steady: Vec<Window> = (1..=10).map(|m| window(m as f64, 100.0, 200.0)).collect();
-        assert!(verdict(&steady, 5.0).is_empty());
+        assert!(verdict(&steady, 5.0, 100).is_empty());
         // Memory: 10% over the warm-up window (minute 5) fails; the first minutes do not count.
         let mut grew = steady.clone();
         grew[0].anon_mib = Some(100.0);
         grew[9].anon_mib = Some(219.0);
         grew[9].rss_mib = Some(900.0);
-        assert!(verdict(&grew, 5.0).is_empty(), "the mapped file does not count");
+        assert!(verdict(&grew, 5.0, 100).is_empty(), "the mapped file does not count");
         grew[9].anon_mib = Some(221.0);
-        assert!(verdict(&grew, 5.0)[0].contains("resident memory (anonymous) grew from 200 MiB"));
+        assert!(
+            verdict(&grew, 5.0, 100)[0].contains("resident memory (anonymous) grew from 200 MiB")
+        );
         // p99: 50% and 25 ms over the warm-up window's.
         let mut slow = steady.clone();
         slow[9].p99_ms = 150.0;
-        assert!(verdict(&slow, 5.0).is_empty());
+        assert!(verdict(&slow, 5.0, 100).is_empty());
         slow[9].p99_ms = 151.0;
-        assert!(verdict(&slow, 5.0)[0].contains("p99 grew"));
+        assert!(verdict(&slow, 5.0, 100)[0].contains("p99 grew"));
         let mut quick = steady.clone();
         (quick[4].p99_ms, quick[9].p99_ms) = (4.0, 20.0);
-        assert!(verdict(&quick, 5.0).is_empty(), "a few ms are noise");
+        assert!(verdict(&quick, 5.0, 100).is_empty(), "a few ms are noise");
         // A failed call or export fails the run.
         let mut failed = steady.clone();
         failed[3].failed = 1;
         failed[6].exports_failed = 1;
-        assert_eq!(verdict(&failed, 5.0).len(), 2);
+        assert_eq!(verdict(&failed, 5.0, 100).len(), 2);
         // A run with no window after the warm-up judges failures only.
         let short = [window(1.0, 100.0, 200.0), window(2.0, 900.0, 900.0)];
-        assert!(verdict(&short, 5.0).is_empty());
-        assert!(verdict(&short, 1.0)[0].contains("(minute 1.0)"));
-        assert_eq!(verdict(&[], 5.0), ["no window finished"]);
+        assert!(verdict(&short, 5.0, 100).is_empty());
+        let three =
+            [window(1.0, 100.0, 200.0), window(2.0, 100.0, 200.0), window(3.0, 900.0, 900.0)];
+        assert!(
+            verdict(&three, 1.0, 100)[0].contains("(minute 2.0)"),
+            "the first window starts empty"
+        );
+        assert!(verdict(&three, 1.0, 0).is_empty(), "a store that grows is not judged");
+        assert_eq!(verdict(&[], 5.0, 100), ["no window finished"]);
+    }
+
+    #[test]
+    fn the_warm_up_window_is_the_first_that_begins_with_the_store_full() {
+        // Full (100 records) only from minute 7: minute 8 is the baseline, not minute 5.
+        let mut filling: Vec<Window> = (1..=12).map(|m| window(m as f64, 100.0, 200.0)).collect();
+        for (m, w) in filling.iter_mut().enumerate().take(6) {
+            w.records = 10 * (m + 1);
+            w.anon_mib = Some(100.0 + 10.0 * m as f64);
+        }
+        assert_eq!(baseline(&filling, 5.0, 100), Some(7));
+        assert!(verdict(&filling, 5.0, 100).is_empty(), "growth while filling is data");
+        filling[11].anon_mib = Some(221.0);
+        assert!(verdict(&filling, 5.0, 100)[0].contains("(minute 8.0)"));
+        // Never full: nothing to compare against.
+        assert_eq!(baseline(&filling, 5.0, 1000), None);
     }
 }
