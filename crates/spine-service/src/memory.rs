@@ -215,6 +215,7 @@ impl Service {
         if !self.store.delete(&owned, &m.id).map_err(store_error)? {
             return Err(not_found(&id.input));
         }
+        self.terms.forget(&m.id);
         Ok(Status { status: "deleted".into(), deleted: None })
     }
 

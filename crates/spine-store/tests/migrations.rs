@@ -85,7 +85,7 @@ fn a_v2_database_migrates_and_serves_every_read() {
     v2_database(dir.path(), &m, &[0.6, 0.8]);
 
     let store = SqliteStore::open(dir.path()).unwrap();
-    assert_eq!(user_version(&store), 9, "every migration applied");
+    assert_eq!(user_version(&store), 10, "every migration applied");
     assert!(!table_exists(&store, "memory_fts"), "step 6 dropped the FTS5 index");
     assert!(table_exists(&store, "changes"));
 
@@ -144,7 +144,7 @@ fn reopening_a_migrated_store_changes_nothing() {
         store.insert(&m, spine_store::Embedding { model: "m1", vector: &[1.0] }).unwrap();
     }
     let store = SqliteStore::open(dir.path()).unwrap();
-    assert_eq!(user_version(&store), 9);
+    assert_eq!(user_version(&store), 10);
     let got = store.resolve(&Access::read(&Caller::anonymous()), &IdRef::Id(m.id)).unwrap();
     assert_eq!(got.unwrap(), m);
 }
@@ -177,14 +177,48 @@ fn step_9_makes_a_record_whose_successor_was_deleted_a_live_head() {
         let conn = Connection::open(dir.path().join(spine_store::DB_FILE)).unwrap();
         conn.execute_batch(
             "DROP TRIGGER memories_splice_deleted; DROP INDEX memories_superseded_by;
-             PRAGMA user_version = 8;",
+             DROP TRIGGER memories_forget_exported; PRAGMA user_version = 8;",
         )
         .unwrap();
     }
     let store = SqliteStore::open(dir.path()).unwrap();
-    assert_eq!(user_version(&store), 9);
+    assert_eq!(user_version(&store), 10);
     let got = store.get_many(&[dangling.id, kept.id]).unwrap();
     assert_eq!(got[0].superseded_by, None);
     assert_eq!(got[0], Memory { superseded_by: None, ..dangling }, "nothing else changed");
     assert_eq!(got[1], kept);
+}
+
+/// Step 10 drops the export marks earlier deletes left behind, and keeps the others.
+#[test]
+fn step_10_drops_the_export_marks_of_deleted_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let kept = memory("Use WAL mode");
+    {
+        let store = SqliteStore::open(dir.path()).unwrap();
+        store.insert(&kept, spine_store::Embedding { model: "m1", vector: &[1.0] }).unwrap();
+    }
+    {
+        let conn = Connection::open(dir.path().join(spine_store::DB_FILE)).unwrap();
+        conn.execute_batch(&format!(
+            "DROP TRIGGER memories_forget_exported;
+             INSERT INTO exported (id, digest, exported_at, file)
+                VALUES ('{}', 'd1', 1, 'a.jsonl'), ('{}', 'd2', 1, 'a.jsonl');
+             PRAGMA user_version = 9;",
+            kept.id,
+            RecordId::mint()
+        ))
+        .unwrap();
+    }
+    let store = SqliteStore::open(dir.path()).unwrap();
+    assert_eq!(user_version(&store), 10);
+    let conn = Connection::open(store.path()).unwrap();
+    let ids: Vec<String> = conn
+        .prepare("SELECT id FROM exported")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(ids, [kept.id.to_string()]);
 }

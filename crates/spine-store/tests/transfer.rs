@@ -169,6 +169,41 @@ fn the_export_gate_passes_records_exported_as_they_are_now() {
     });
 }
 
+/// A deleted record's export mark goes with it, whichever way it is deleted: brought back by
+/// `spine import`, it passes the purge gate only once exported again. A record deleted
+/// between an export's read and its mark gets none.
+#[test]
+fn deleting_a_record_drops_its_export_mark() {
+    on_both(|s| {
+        let owner = Access::owned(&Caller::anonymous());
+        let scope = Scope::parse("scope", SCOPE).unwrap();
+        let (a, b, c) =
+            (record(SCOPE, "a", "", 1), record(SCOPE, "b", "", 2), record(SCOPE, "c", "", 3));
+        for m in [&a, &b, &c] {
+            s.insert(m, Embedding { model: "m", vector: &[1.0] }).unwrap();
+        }
+        s.mark_exported(&[a.clone(), b.clone()], "out.jsonl", EpochSeconds::from_secs(1)).unwrap();
+        assert!(s.delete(&owner, &a.id).unwrap());
+        assert_eq!(s.delete_scope(&owner, &scope).unwrap(), 2);
+        s.mark_exported(std::slice::from_ref(&c), "late.jsonl", EpochSeconds::from_secs(2))
+            .unwrap();
+        let ids = [a.id, b.id, c.id];
+        let bodies: Vec<String> =
+            [&a, &b, &c].iter().map(|m| serde_json::to_string(m).unwrap()).collect();
+        let items: Vec<ImportRecord<'_>> = [&a, &b, &c]
+            .iter()
+            .zip(&bodies)
+            .map(|(m, body)| ImportRecord {
+                memory: (*m).clone(),
+                body,
+                vector: Some(Embedding { model: "m", vector: &[1.0] }),
+            })
+            .collect();
+        assert_eq!(s.import_batch(&items).unwrap(), vec![ImportOutcome::Imported; 3]);
+        assert_eq!(s.exported_unchanged(&ids).unwrap(), [false, false, false]);
+    });
+}
+
 #[test]
 fn auto_summaries_fill_only_records_still_without_one() {
     on_both(|s| {

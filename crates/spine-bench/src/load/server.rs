@@ -1,5 +1,7 @@
 //! A `spine serve` started from `--binary`, and the server's CPU time from `/proc`.
 
+use std::os::unix::process::CommandExt;
+
 use super::session::Connection;
 use super::*;
 
@@ -28,7 +30,20 @@ impl Drop for Server {
 pub(super) async fn start(binary: &Path, extra: &[String]) -> Result<(Server, Uri)> {
     let data_dir = tempfile::tempdir()?;
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let child = Command::new(binary)
+    let mut command = Command::new(binary);
+    // Killed with the bench: a bench stopped by a signal (Ctrl-C, a timeout) ran no drop
+    // and left the server running. The signal follows the spawning thread, a runtime worker
+    // that lives as long as the bench.
+    // SAFETY: between fork and exec the closure only calls prctl, which is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = command
         .arg("serve")
         .arg("--data-dir")
         .arg(data_dir.path())

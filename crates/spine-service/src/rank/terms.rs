@@ -87,8 +87,9 @@ impl TermCounts {
     }
 }
 
-/// An LRU cache of records' lexical term counts, keyed by record id and a hash of the
-/// record's stored payload, shared by the searches of one service.
+/// An LRU cache of records' lexical term counts, one entry per record id holding the counts
+/// of one version of it (by a hash of its stored payload), shared by the searches of one
+/// service.
 ///
 /// Tokenising a pool of a hundred records (splitting, lower-casing, stemming) is most of what
 /// the lexical step costs, and a scope that is searched is searched again; keyed by the
@@ -96,6 +97,11 @@ impl TermCounts {
 /// exactly those of `spine_core::lexical::record_terms` of the record's content, summary and
 /// tags — an edited record has another payload and is tokenised afresh (so is one whose
 /// access count a `get_memory` bumped, once) — so the cache never changes a result.
+///
+/// One entry per id, not per (id, payload): keyed by both, every edit and every touch left
+/// the old version's counts behind until the budget pushed them out, and an hour of the
+/// working-agent mix over 5,000 records filled the whole budget with versions no search
+/// would ask for again (docs/reliability.md, "Soak"). The newer version replaces the older.
 ///
 /// A search takes the lock twice for its whole pool (look up, then add what was missing),
 /// not once per record: under 50 concurrent searches, one lock taken per pool record was
@@ -107,13 +113,13 @@ pub struct TermCache {
     payload: foldhash::fast::RandomState,
 }
 
-/// A record's id and the hash of its stored payload.
-type TermKey = (RecordId, u64);
+/// The counts of one version of a record: the hash of its stored payload, and its counts.
+type Version = (u64, Arc<TermCounts>);
 
 /// The least recently used entries go first, until the rest fits `budget` bytes
 /// ([`TermCounts::cached_bytes`]).
 struct Lru {
-    entries: LruCache<TermKey, Arc<TermCounts>>,
+    entries: LruCache<RecordId, Version>,
     bytes: usize,
     budget: usize,
 }
@@ -123,16 +129,28 @@ impl Lru {
         Lru { entries: LruCache::unbounded(), bytes: 0, budget }
     }
 
-    fn insert(&mut self, key: TermKey, counts: Arc<TermCounts>) {
-        self.bytes += counts.cached_bytes();
-        // Two searches can miss the same record at once: the second replaces the first.
-        if let Some(old) = self.entries.put(key, counts) {
+    fn insert(&mut self, id: RecordId, version: Version) {
+        self.bytes += version.1.cached_bytes();
+        // Another version of the record, or two searches that missed it at once: the
+        // second replaces the first.
+        if let Some((_, old)) = self.entries.put(id, version) {
             self.bytes -= old.cached_bytes();
         }
         while self.bytes > self.budget {
-            let Some((_, old)) = self.entries.pop_lru() else { break };
+            let Some((_, (_, old))) = self.entries.pop_lru() else { break };
             self.bytes -= old.cached_bytes();
         }
+    }
+
+    fn remove(&mut self, id: &RecordId) {
+        if let Some((_, old)) = self.entries.pop(id) {
+            self.bytes -= old.cached_bytes();
+        }
+    }
+
+    /// The counts of `id` when the cache holds the version whose payload hash is `payload`.
+    fn get(&mut self, id: &RecordId, payload: u64) -> Option<Arc<TermCounts>> {
+        self.entries.get(id).filter(|(hash, _)| *hash == payload).map(|(_, t)| t.clone())
     }
 }
 
@@ -151,15 +169,21 @@ impl TermCache {
         }
     }
 
+    /// Drops the counts of `id`, a record this service deleted (those deleted elsewhere, by
+    /// another node or an operator command, age out as the least recently used).
+    pub fn forget(&self, id: &RecordId) {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+
     /// The term counts of each record `(id, stored payload)`, in order: from the cache, or
     /// tokenised now (decoding the body) and added to it.
     pub fn terms(&self, records: &[(RecordId, &Body)]) -> Result<Vec<Arc<TermCounts>>, Error> {
-        let keys: Vec<TermKey> =
+        let keys: Vec<(RecordId, u64)> =
             records.iter().map(|(id, body)| (*id, self.payload.hash_one(body.raw()))).collect();
         let lock = || self.cache.lock().unwrap_or_else(|p| p.into_inner());
         let cached: Vec<Option<Arc<TermCounts>>> = {
             let mut cache = lock();
-            keys.iter().map(|k| cache.entries.get(k).cloned()).collect()
+            keys.iter().map(|(id, payload)| cache.get(id, *payload)).collect()
         };
         let mut added = Vec::new();
         let counts = cached
@@ -177,8 +201,8 @@ impl TermCache {
             .collect::<Result<Vec<_>, Error>>()?;
         if !added.is_empty() {
             let mut cache = lock();
-            for (key, t) in added {
-                cache.insert(key, t);
+            for ((id, payload), t) in added {
+                cache.insert(id, (payload, t));
             }
         }
         Ok(counts)
@@ -216,23 +240,39 @@ mod tests {
         assert_eq!(b.cached_bytes(), each);
         // Room for two entries, not three.
         let mut lru = Lru::new(2 * each + each / 2);
-        let key = |n: u64| (RecordId::mint(), n);
-        let (ka, kb, kc) = (key(1), key(2), key(3));
-        lru.insert(ka, a.clone());
-        lru.insert(kb, b);
+        let (ka, kb, kc) = (RecordId::mint(), RecordId::mint(), RecordId::mint());
+        lru.insert(ka, (1, a.clone()));
+        lru.insert(kb, (1, b));
         assert_eq!(lru.bytes, 2 * each);
-        assert!(lru.entries.get(&ka).is_some(), "a is now the most recently used");
-        lru.insert(kc, c);
+        assert!(lru.get(&ka, 1).is_some(), "a is now the most recently used");
+        lru.insert(kc, (1, c));
         assert_eq!(lru.bytes, 2 * each);
-        assert!(lru.entries.get(&kb).is_none(), "b was the least recently used");
-        assert!(lru.entries.get(&ka).is_some() && lru.entries.get(&kc).is_some());
+        assert!(lru.get(&kb, 1).is_none(), "b was the least recently used");
+        assert!(lru.get(&ka, 1).is_some() && lru.get(&kc, 1).is_some());
         // The same key again replaces its entry; the bytes are counted once.
-        lru.insert(ka, a);
+        lru.insert(ka, (1, a));
         assert_eq!((lru.entries.len(), lru.bytes), (2, 2 * each));
         // A budget of nothing holds nothing.
         let mut none = Lru::new(0);
-        none.insert(key(4), counts("one"));
+        none.insert(RecordId::mint(), (1, counts("one")));
         assert_eq!((none.entries.len(), none.bytes), (0, 0));
+    }
+
+    /// Each new version of a record (an edit, a touch) replaces the one cached before: a
+    /// record edited a thousand times holds one entry, and only its newest version hits.
+    #[test]
+    fn the_cache_holds_one_version_of_each_record() {
+        let mut lru = Lru::new(TERM_CACHE_BYTES);
+        let id = RecordId::mint();
+        for version in 0..1000 {
+            lru.insert(id, (version, Arc::new(terms(&format!("note edited {version} times")))));
+        }
+        assert_eq!(lru.entries.len(), 1);
+        let newest = lru.get(&id, 999).expect("the newest version");
+        assert_eq!(lru.bytes, newest.cached_bytes());
+        assert!(lru.get(&id, 998).is_none(), "an older version is a miss");
+        lru.remove(&id);
+        assert_eq!((lru.entries.len(), lru.bytes), (0, 0), "a deleted record's counts go");
     }
 
     #[test]

@@ -132,4 +132,15 @@ pub(super) const MIGRATIONS: &[&str] = &[
     UPDATE memories SET superseded_by = NULL, body = (body::jsonb - 'superseded_by')::json
     WHERE superseded_by IS NOT NULL
         AND NOT EXISTS (SELECT 1 FROM memories s WHERE s.id = memories.superseded_by);"#,
+    // 7: a record's export mark goes with the record, as SQLite's step 10 does: one statement
+    // trigger reads the deleted rows (the transition table) and drops their marks. The rows
+    // earlier deletes left behind go now.
+    r#"CREATE FUNCTION spine_forget_exported() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        DELETE FROM exported e USING gone g WHERE e.id = g.id;
+        RETURN NULL;
+    END $$;
+    CREATE TRIGGER memories_forget_exported AFTER DELETE ON memories
+        REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION spine_forget_exported();
+    DELETE FROM exported e WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = e.id);"#,
 ];

@@ -214,7 +214,9 @@ impl TransferStore for PgStore {
             let tx = client.transaction().await?;
             let stmt = tx
                 .prepare(
-                    "INSERT INTO exported (id, digest, exported_at, file) VALUES ($1, $2, $3, $4)
+                    "INSERT INTO exported (id, digest, exported_at, file)
+                     SELECT $1::text, $2::text, $3::bigint, $4::text
+                     WHERE EXISTS (SELECT 1 FROM memories WHERE id = $1::text)
                      ON CONFLICT (id) DO UPDATE SET digest = excluded.digest,
                         exported_at = excluded.exported_at, file = excluded.file",
                 )

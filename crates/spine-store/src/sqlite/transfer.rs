@@ -199,7 +199,8 @@ impl TransferStore for SqliteStore {
         self.write(|tx| {
             {
                 let mut stmt = tx.prepare_cached(
-                    "INSERT INTO exported (id, digest, exported_at, file) VALUES (?1, ?2, ?3, ?4)
+                    "INSERT INTO exported (id, digest, exported_at, file)
+                     SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM memories WHERE id = ?1)
                      ON CONFLICT(id) DO UPDATE SET digest = excluded.digest,
                         exported_at = excluded.exported_at, file = excluded.file",
                 )?;

@@ -38,6 +38,11 @@ use space::{Space, hamming, quantise};
 /// "No value" in an interned column.
 const NONE: u32 = u32::MAX;
 
+/// The use count of an interned string that is never released: an embedder's id, which
+/// keys its vector space in `Index::spaces` (a released id is given to the next new
+/// string, and a space must not change its name).
+const PINNED: u32 = u32::MAX;
+
 /// Slots per parallel work item; an index of at most one chunk is searched on the calling
 /// thread.
 const CHUNK: usize = 16 * 1024;
@@ -120,8 +125,16 @@ pub(crate) struct Index {
     /// Set during a full load, which re-centres once at the end instead of as it grows.
     pub bulk_loading: bool,
     strings: HashMap<Box<str>, u32>,
-    /// Interned strings by id.
+    /// Interned strings by id (empty: released).
     names: Vec<Box<str>>,
+    /// How many column values hold each interned string; at none the string is released
+    /// and its id reused. Before, every owner, scope and tag ever written stayed interned:
+    /// an hour of updates with a fresh tag each interned ~70,000 strings no record held,
+    /// and each scope listing scanned an array as long as all of them (docs/reliability.md,
+    /// "Soak").
+    uses: Vec<u32>,
+    /// Released ids, for the next new strings.
+    free_names: Vec<u32>,
     slot_of: HashMap<i64, u32>,
     free: Vec<u32>,
     live: Vec<bool>,
@@ -149,14 +162,64 @@ impl Index {
         self.slot_of.len()
     }
 
+    /// The id of `s`, counted as one more use of it.
     fn intern(&mut self, s: &str) -> u32 {
         if let Some(&id) = self.strings.get(s) {
+            let uses = &mut self.uses[id as usize];
+            if *uses != PINNED {
+                *uses += 1;
+            }
             return id;
         }
-        let id = u32::try_from(self.strings.len()).expect("fewer than 2^32 distinct strings");
+        let id = match self.free_names.pop() {
+            Some(id) => {
+                self.names[id as usize] = s.into();
+                self.uses[id as usize] = 1;
+                id
+            }
+            None => {
+                let id = u32::try_from(self.names.len())
+                    .ok()
+                    .filter(|&id| id != NONE)
+                    .expect("fewer than 2^32 - 1 distinct strings");
+                self.names.push(s.into());
+                self.uses.push(1);
+                id
+            }
+        };
         self.strings.insert(s.into(), id);
-        self.names.push(s.into());
         id
+    }
+
+    /// The id of `s`, never released.
+    fn pin(&mut self, s: &str) -> u32 {
+        let id = self.intern(s);
+        self.uses[id as usize] = PINNED;
+        id
+    }
+
+    /// One use fewer of the interned string `id` (`NONE`: no value, nothing to release).
+    fn release(&mut self, id: u32) {
+        if id == NONE || self.uses[id as usize] == PINNED {
+            return;
+        }
+        let uses = &mut self.uses[id as usize];
+        *uses -= 1;
+        if *uses == 0 {
+            let name = std::mem::take(&mut self.names[id as usize]);
+            self.strings.remove(&name);
+            self.free_names.push(id);
+        }
+    }
+
+    /// Releases the strings the record in `slot` holds.
+    fn release_slot(&mut self, slot: usize) {
+        let held = [self.owner[slot], self.scope[slot], self.category[slot], self.kind[slot]];
+        for id in held.into_iter().chain(std::mem::take(&mut self.tags[slot])) {
+            self.release(id);
+        }
+        (self.owner[slot], self.scope[slot], self.category[slot], self.kind[slot]) =
+            (NONE, NONE, NONE, NONE);
     }
 
     fn lookup(&self, s: &str) -> Option<u32> {
@@ -192,23 +255,36 @@ impl Index {
                 s
             }
         };
+        // The new values are interned before the old ones are released, so a string the
+        // record keeps is never released and interned again under another id.
+        let owner = row.owner.as_deref().map_or(NONE, |o| self.intern(o));
+        let scope = self.intern(&row.scope);
+        let category = self.intern(&row.category);
+        let kind = row.kind.as_deref().map_or(NONE, |k| self.intern(k));
+        let mut tags: Vec<u32> = Vec::with_capacity(row.tags.len());
+        for t in &row.tags {
+            let id = self.intern(t);
+            match tags.contains(&id) {
+                true => self.release(id),
+                false => tags.push(id),
+            }
+        }
+        tags.sort_unstable();
+        if self.live[slot] {
+            self.release_slot(slot);
+        }
         self.live[slot] = true;
         self.rowid[slot] = row.rowid;
         self.id[slot] = row.id;
-        self.owner[slot] = row.owner.as_deref().map_or(NONE, |o| self.intern(o));
+        (self.owner[slot], self.scope[slot], self.category[slot], self.kind[slot]) =
+            (owner, scope, category, kind);
         self.shared[slot] = row.shared;
-        self.scope[slot] = self.intern(&row.scope);
-        self.category[slot] = self.intern(&row.category);
-        self.kind[slot] = row.kind.as_deref().map_or(NONE, |k| self.intern(k));
         self.created_at[slot] = row.created_at;
         self.markers[slot] = row.markers;
-        let mut tags: Vec<u32> = row.tags.iter().map(|t| self.intern(t)).collect();
-        tags.sort_unstable();
-        tags.dedup();
         self.tags[slot] = tags.into_boxed_slice();
         self.model[slot] = NONE;
         if let Some((model, v)) = row.vector {
-            let model = self.intern(&model);
+            let model = self.pin(&model);
             let slots = self.live.len();
             let space = self.spaces.entry(model).or_insert_with(|| Space::new(v.len()));
             if space.dims == v.len() && v.len() <= MAX_DIMS {
@@ -229,9 +305,9 @@ impl Index {
     pub fn remove(&mut self, rowid: i64) {
         self.scopes_cache.get_mut().unwrap_or_else(PoisonError::into_inner).clear();
         if let Some(slot) = self.slot_of.remove(&rowid) {
+            self.release_slot(slot as usize);
             self.live[slot as usize] = false;
             self.model[slot as usize] = NONE;
-            self.tags[slot as usize] = Box::default();
             self.free.push(slot);
         }
     }

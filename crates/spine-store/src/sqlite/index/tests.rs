@@ -60,3 +60,59 @@ fn shortlist_grows_with_need_and_candidates() {
     assert_eq!(rescore_size(8), 40);
     assert_eq!(rescore_size(1000), 2000);
 }
+
+/// A string no record holds any more is released, and its id given to the next new string
+/// without a record that held the old one matching the new: an hour of updates, each with
+/// a fresh tag, leaves the strings the live records hold and no more.
+#[test]
+fn strings_no_record_holds_are_released_and_their_ids_reused() {
+    let row = |rowid: i64, scope: &str, tags: &[&str]| Row {
+        rowid,
+        id: RecordId::mint(),
+        owner: Some("alice".into()),
+        shared: false,
+        scope: scope.into(),
+        category: "decision".into(),
+        kind: None,
+        created_at: rowid,
+        markers: StateMarkers {
+            archived: false,
+            superseded: false,
+            not_before: None,
+            not_after: None,
+        },
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        vector: Some(("m".into(), vec![1.0, 0.0])),
+    };
+    let mut index = Index::default();
+    index.upsert(row(1, "a:project:x", &["load", "v0"]));
+    index.upsert(row(2, "a:project:y", &["load", "load"]));
+    for v in 1..1000 {
+        index.upsert(row(1, "a:project:x", &["load", &format!("v{v}")]));
+    }
+    let mut held: Vec<&str> = index.strings.keys().map(|s| &**s).collect();
+    held.sort_unstable();
+    assert_eq!(held, ["a:project:x", "a:project:y", "alice", "decision", "load", "m", "v999"]);
+    assert!(index.names.len() <= 8, "ids reused: {}", index.names.len());
+
+    // A tag released and its id taken by a new one: only the record holding it matches.
+    index.upsert(row(1, "a:project:x", &["load"]));
+    index.upsert(row(3, "a:project:z", &["fresh"]));
+    let access = Access::operator();
+    let tagged = |tag: &str| {
+        let mut f = Filter::new(crate::ScopeFilter::All);
+        f.tags_all = vec![tag.into()];
+        index.scopes(&access, &f)
+    };
+    assert_eq!(tagged("fresh"), ["a:project:z"]);
+    assert!(tagged("v999").is_empty());
+    assert_eq!(tagged("load"), ["a:project:x", "a:project:y"]);
+
+    // Removing every record leaves only the embedder's id, which keys its vectors.
+    for rowid in [1, 2, 3] {
+        index.remove(rowid);
+    }
+    assert_eq!(index.strings.keys().map(|s| &**s).collect::<Vec<_>>(), ["m"]);
+    index.upsert(row(4, "a:project:x", &[]));
+    assert_eq!(index.len(), 1);
+}
