@@ -51,6 +51,7 @@ macro_rules! text_form {
     };
 }
 
+pub mod audit;
 mod error;
 #[cfg(test)]
 mod fuzz;
@@ -85,17 +86,19 @@ pub struct Caller {
     actor: String,
     owner: String,
     authenticated: bool,
+    /// The call's audit attribution, when it may change records ([`audit`]).
+    audit: Option<std::sync::Arc<audit::Audit>>,
 }
 
 impl Caller {
     /// The anonymous caller used when authentication is disabled.
     pub fn anonymous() -> Self {
-        Caller { actor: String::new(), owner: String::new(), authenticated: false }
+        Caller { actor: String::new(), owner: String::new(), authenticated: false, audit: None }
     }
 
     /// A caller whose token was verified.
     pub fn authenticated(actor: impl Into<String>, owner: impl Into<String>) -> Self {
-        Caller { actor: actor.into(), owner: owner.into(), authenticated: true }
+        Caller { actor: actor.into(), owner: owner.into(), authenticated: true, audit: None }
     }
 
     /// The verified identity (empty when anonymous).
@@ -111,5 +114,17 @@ impl Caller {
     /// Whether the call carries a verified identity.
     pub fn is_authenticated(&self) -> bool {
         self.authenticated
+    }
+
+    /// This caller making a call that `audit` attributes: the store records its changes
+    /// with it ([`audit`]).
+    pub fn with_audit(mut self, audit: audit::Audit) -> Self {
+        self.audit = Some(std::sync::Arc::new(audit));
+        self
+    }
+
+    /// The call's audit attribution, if it carries one.
+    pub fn audit(&self) -> Option<&std::sync::Arc<audit::Audit>> {
+        self.audit.as_ref()
     }
 }
