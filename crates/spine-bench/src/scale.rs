@@ -400,6 +400,7 @@ fn write_paced(
         let at = Timestamp::from_micros(1_800_000_000_000_000 + i as i64);
         let vector = shapes.record(&mut rng);
         store.insert(
+            &spine_store::Access::operator(),
             &record(i, scope, at, Layout::OneScope),
             Embedding { model, vector: &vector },
         )?;

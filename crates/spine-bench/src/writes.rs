@@ -39,7 +39,11 @@ pub fn run(writers: usize, seconds: u64) -> Result<()> {
     let store = Arc::new(SqliteStore::open(dir.path())?);
     let vector = unit_vector(7, DIMS);
     let touched = note(usize::MAX, 0);
-    store.insert(&touched, Embedding { model: "bench", vector: &vector })?;
+    store.insert(
+        &spine_store::Access::operator(),
+        &touched,
+        Embedding { model: "bench", vector: &vector },
+    )?;
     let stop = AtomicBool::new(false);
     let started = Instant::now();
     let (writes, touches) = std::thread::scope(|s| {
@@ -54,7 +58,11 @@ pub fn run(writers: usize, seconds: u64) -> Result<()> {
                         }
                         let m = note(w, i);
                         let t = Instant::now();
-                        store.insert(&m, Embedding { model: "bench", vector })?;
+                        store.insert(
+                            &spine_store::Access::operator(),
+                            &m,
+                            Embedding { model: "bench", vector },
+                        )?;
                         ms.push(t.elapsed().as_secs_f64() * 1e3);
                     }
                     Ok(ms)

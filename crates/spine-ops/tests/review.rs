@@ -53,7 +53,13 @@ fn vector(seed: u64) -> Vec<f32> {
 }
 
 fn insert(store: &dyn OperatorStore, m: &Memory, seed: u64) {
-    store.insert(m, Embedding { model: "m", vector: &vector(seed) }).unwrap();
+    store
+        .insert(
+            &spine_store::Access::operator(),
+            m,
+            Embedding { model: "m", vector: &vector(seed) },
+        )
+        .unwrap();
 }
 
 fn scope(s: &str) -> Scope {

@@ -51,7 +51,7 @@ fn record(content: &str, created: i64) -> Memory {
 }
 
 fn put(store: &SqliteStore, m: &Memory, vector: &[f32]) {
-    store.insert(m, Embedding { model: "m", vector }).unwrap();
+    store.insert(&spine_store::Access::operator(), m, Embedding { model: "m", vector }).unwrap();
 }
 
 #[test]

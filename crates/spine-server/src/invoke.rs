@@ -10,15 +10,25 @@
 
 use std::time::Instant;
 
+use spine_core::audit::{Audit, Lane};
 use spine_core::{Error, ErrorCode};
+use spine_service::audit::is_writing_tool;
 use spine_service::{Caller, Service};
+
+/// Who sent a call, as its audit event names it: the transport's lane, and the client as it
+/// named itself (`name/version`; empty when unknown).
+pub(crate) struct Origin {
+    pub(crate) lane: Lane,
+    pub(crate) client: String,
+}
 
 /// Runs `op` for `caller` with the request `make` builds, on a blocking thread (SQLite and
 /// model inference never block the async runtime, and argument parsing runs there too);
-/// renders its result with `encode`. The call is counted under `lane` and `method` with its
-/// outcome and duration; an internal error is logged.
+/// renders its result with `encode`. The call is counted under its lane and `method` with
+/// its outcome and duration; an internal error is logged. A call of a tool that may change
+/// records leaves one audit event, refused and failed calls included.
 pub(crate) async fn invoke<A, R, T>(
-    lane: &'static str,
+    origin: Origin,
     method: &'static str,
     service: &Service,
     caller: Result<Caller, Error>,
@@ -30,12 +40,21 @@ where
     R: Send + 'static,
 {
     let started = Instant::now();
+    let lane = origin.lane.as_str();
     let result = match caller {
         Err(e) => Err(e),
-        Ok(caller) => run(service.clone(), caller, make, op).await.and_then(|r| {
-            let _span = tracing::trace_span!("tool.encode").entered();
-            encode(r)
-        }),
+        Ok(caller) => {
+            let tool = tool_of(origin.lane, method);
+            let caller = if is_writing_tool(&tool) {
+                caller.with_audit(Audit::new(origin.lane, tool, origin.client))
+            } else {
+                caller
+            };
+            run(service.clone(), caller, make, op).await.and_then(|r| {
+                let _span = tracing::trace_span!("tool.encode").entered();
+                encode(r)
+            })
+        }
     };
     let outcome = match &result {
         Ok(_) => "ok",
@@ -60,15 +79,53 @@ where
     R: Send + 'static,
 {
     let outcome = tokio::task::spawn_blocking(move || {
-        let span = tracing::trace_span!("tool.parse_args").entered();
-        let a = make()?;
-        drop(span);
-        let _span = tracing::trace_span!("tool.service").entered();
-        op(&service, &caller, a)
+        let out = (|| {
+            let span = tracing::trace_span!("tool.parse_args").entered();
+            let a = make()?;
+            drop(span);
+            let _span = tracing::trace_span!("tool.service").entered();
+            op(&service, &caller, a)
+        })();
+        // A refused or failed call, and one that changed nothing, is audited here; a change
+        // was audited with it, in its transaction.
+        service.record_call(&caller, out.as_ref().map(|_| ()));
+        out
     })
     .await;
     outcome.unwrap_or_else(|join| {
         tracing::error!(error = %join, "call task failed");
         Err(Error::internal("the operation failed unexpectedly"))
     })
+}
+
+/// The tool a call of `method` on `lane` runs: an MCP tool's own name; a Connect method's
+/// name in snake case (`ArchiveMemory`: `archive_memory`).
+fn tool_of(lane: Lane, method: &str) -> String {
+    match lane {
+        Lane::Connect => {
+            let mut tool = String::with_capacity(method.len() + 4);
+            for (i, c) in method.chars().enumerate() {
+                if c.is_ascii_uppercase() && i > 0 {
+                    tool.push('_');
+                }
+                tool.push(c.to_ascii_lowercase());
+            }
+            tool
+        }
+        Lane::Mcp | Lane::Operator => method.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connect_methods_name_their_tools() {
+        assert_eq!(tool_of(Lane::Connect, "ArchiveMemory"), "archive_memory");
+        assert_eq!(tool_of(Lane::Connect, "RestoreMemory"), "restore_memory");
+        assert_eq!(tool_of(Lane::Mcp, "delete_all"), "delete_all");
+        assert!(is_writing_tool(&tool_of(Lane::Connect, "ArchiveMemory")));
+        assert!(!is_writing_tool(&tool_of(Lane::Connect, "SearchMemories")));
+    }
 }

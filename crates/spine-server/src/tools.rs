@@ -18,6 +18,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 use spine_core::Error;
+use spine_core::audit::Lane;
 use spine_service::args::{
     BatchIdsArgs, DeleteAllArgs, IdArgs, ListMemoryArgs, ListRulesArgs, ListScheduledArgs,
     ListTagsArgs, RelatedMemoriesArgs, ScheduleMemoryArgs, SearchDiscoveryArgs, SearchMemoryArgs,
@@ -31,6 +32,7 @@ use spine_service::views::{
 use spine_service::{Caller, Service};
 
 use crate::auth::Verifier;
+use crate::invoke::Origin;
 use crate::prompts;
 use crate::schema::{input, output};
 
@@ -52,6 +54,19 @@ pub fn error_result(e: &Error) -> CallToolResult {
     }
     body.insert("message".into(), json!(e.message));
     CallToolResult::error(vec![ContentBlock::text(json!({ "error": body }).to_string())])
+}
+
+/// The client that sent a request, as it named itself: from the request's own `_meta`
+/// (MCP 2026-07-28, which has no `initialize`), else from the session's `initialize`;
+/// `name/version`, empty when neither says.
+fn client_of(cx: &RequestContext<RoleServer>) -> String {
+    let named =
+        cx.meta.client_info().or_else(|| cx.peer.peer_info().map(|p| p.client_info.clone()));
+    match named {
+        Some(i) if i.version.is_empty() => i.name,
+        Some(i) => format!("{}/{}", i.name, i.version),
+        None => String::new(),
+    }
 }
 
 /// Where the identity of a tool call comes from (SPEC Authentication).
@@ -117,20 +132,21 @@ impl SpineMcp {
         &self,
         tool: &'static str,
         args: JsonObject,
-        ext: &Extensions,
+        cx: &RequestContext<RoleServer>,
         op: fn(&Service, &Caller, A) -> Result<R, Error>,
     ) -> CallToolResult
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
         R: Serialize + Send + 'static,
     {
-        let caller = self.caller(ext).await;
+        let caller = self.caller(&cx.extensions).await;
         let make = move || parse_args::<A>(args);
         let encode = |r: R| {
             serde_json::to_value(r)
                 .map_err(|e| Error::internal(format!("cannot encode result: {e}")))
         };
-        match crate::invoke::invoke("mcp", tool, &self.service, caller, make, op, encode).await {
+        let origin = Origin { lane: Lane::Mcp, client: client_of(cx) };
+        match crate::invoke::invoke(origin, tool, &self.service, caller, make, op, encode).await {
             Ok(value) => CallToolResult::structured(value),
             Err(e) => error_result(&e),
         }
@@ -149,9 +165,9 @@ impl SpineMcp {
     async fn store_memory(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("store_memory", args, &ext, Service::store_memory).await
+        self.run("store_memory", args, &cx, Service::store_memory).await
     }
 
     #[tool(
@@ -164,9 +180,9 @@ impl SpineMcp {
     async fn schedule_memory(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("schedule_memory", args, &ext, Service::schedule_memory).await
+        self.run("schedule_memory", args, &cx, Service::schedule_memory).await
     }
 
     #[tool(
@@ -179,9 +195,9 @@ impl SpineMcp {
     async fn search_memory(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("search_memory", args, &ext, Service::search_memory).await
+        self.run("search_memory", args, &cx, Service::search_memory).await
     }
 
     #[tool(
@@ -194,9 +210,9 @@ impl SpineMcp {
     async fn list_memory(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("list_memory", args, &ext, Service::list_memory).await
+        self.run("list_memory", args, &cx, Service::list_memory).await
     }
 
     #[tool(
@@ -209,9 +225,9 @@ impl SpineMcp {
     async fn list_scheduled(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("list_scheduled", args, &ext, Service::list_scheduled).await
+        self.run("list_scheduled", args, &cx, Service::list_scheduled).await
     }
 
     #[tool(
@@ -224,9 +240,9 @@ impl SpineMcp {
     async fn get_memory(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("get_memory", args, &ext, Service::get_memory).await
+        self.run("get_memory", args, &cx, Service::get_memory).await
     }
 
     #[tool(
@@ -239,9 +255,9 @@ impl SpineMcp {
     async fn update_memory(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("update_memory", args, &ext, Service::update_memory).await
+        self.run("update_memory", args, &cx, Service::update_memory).await
     }
 
     #[tool(
@@ -254,9 +270,9 @@ impl SpineMcp {
     async fn delete_memory(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("delete_memory", args, &ext, Service::delete_memory).await
+        self.run("delete_memory", args, &cx, Service::delete_memory).await
     }
 
     #[tool(
@@ -269,9 +285,9 @@ impl SpineMcp {
     async fn delete_all(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("delete_all", args, &ext, Service::delete_all).await
+        self.run("delete_all", args, &cx, Service::delete_all).await
     }
 
     #[tool(
@@ -284,9 +300,9 @@ impl SpineMcp {
     async fn set_visibility(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("set_visibility", args, &ext, Service::set_visibility).await
+        self.run("set_visibility", args, &cx, Service::set_visibility).await
     }
 
     #[tool(
@@ -299,9 +315,9 @@ impl SpineMcp {
     async fn list_tags(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("list_tags", args, &ext, Service::list_tags).await
+        self.run("list_tags", args, &cx, Service::list_tags).await
     }
 
     #[tool(
@@ -314,9 +330,9 @@ impl SpineMcp {
     async fn supersede_memory(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("supersede_memory", args, &ext, Service::supersede_memory).await
+        self.run("supersede_memory", args, &cx, Service::supersede_memory).await
     }
 
     #[tool(
@@ -329,9 +345,9 @@ impl SpineMcp {
     async fn archive_memory(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("archive_memory", args, &ext, Service::archive_memory).await
+        self.run("archive_memory", args, &cx, Service::archive_memory).await
     }
 
     #[tool(
@@ -344,9 +360,9 @@ impl SpineMcp {
     async fn restore_memory(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("restore_memory", args, &ext, Service::restore_memory).await
+        self.run("restore_memory", args, &cx, Service::restore_memory).await
     }
 
     #[tool(
@@ -359,9 +375,9 @@ impl SpineMcp {
     async fn related_memories(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("related_memories", args, &ext, Service::related_memories).await
+        self.run("related_memories", args, &cx, Service::related_memories).await
     }
 
     #[tool(
@@ -374,9 +390,9 @@ impl SpineMcp {
     async fn store_discovery(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("store_discovery", args, &ext, Service::store_discovery).await
+        self.run("store_discovery", args, &cx, Service::store_discovery).await
     }
 
     #[tool(
@@ -389,9 +405,9 @@ impl SpineMcp {
     async fn search_discovery(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("search_discovery", args, &ext, Service::search_discovery).await
+        self.run("search_discovery", args, &cx, Service::search_discovery).await
     }
 
     #[tool(
@@ -404,9 +420,9 @@ impl SpineMcp {
     async fn store_rule(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("store_rule", args, &ext, Service::store_rule).await
+        self.run("store_rule", args, &cx, Service::store_rule).await
     }
 
     #[tool(
@@ -419,9 +435,9 @@ impl SpineMcp {
     async fn list_rules(
         &self,
         Parameters(args): Parameters<JsonObject>,
-        ext: Extensions,
+        cx: RequestContext<RoleServer>,
     ) -> CallToolResult {
-        self.run("list_rules", args, &ext, Service::list_rules).await
+        self.run("list_rules", args, &cx, Service::list_rules).await
     }
 }
 

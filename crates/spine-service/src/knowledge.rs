@@ -128,7 +128,7 @@ impl Service {
             self.clock.now(),
         );
         w.apply(&mut m);
-        self.store.insert(&m, embedding).map_err(store_error)?;
+        self.store.insert(&owned, &m, embedding).map_err(store_error)?;
         Ok(Stored::new(m.id, m.short_id))
     }
 

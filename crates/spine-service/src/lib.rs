@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 pub mod args;
+pub mod audit;
 pub mod budget;
 pub mod digest;
 #[cfg(test)]

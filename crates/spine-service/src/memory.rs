@@ -59,7 +59,7 @@ impl Service {
         drop(span);
         let embedding = Embedding { model: self.embedder.model_id(), vector: &vector };
         let span = tracing::trace_span!("store.write").entered();
-        self.store.insert(&m, embedding).map_err(store_error)?;
+        self.store.insert(&Access::owned(caller), &m, embedding).map_err(store_error)?;
         drop(span);
         let mut stored = Stored::new(m.id, m.short_id.clone());
         // The write is acknowledged whatever the check finds; a failing check only loses

@@ -653,7 +653,13 @@ fn raw_rule(caller: &Caller, scope: &str, secs: i64) -> Memory {
 
 fn insert(e: &Env, m: &Memory) {
     let v = vec![0.0; 384];
-    e.store.insert(m, Embedding { model: embedder().model_id(), vector: &v }).unwrap();
+    e.store
+        .insert(
+            &spine_store::Access::operator(),
+            m,
+            Embedding { model: embedder().model_id(), vector: &v },
+        )
+        .unwrap();
 }
 
 #[test]

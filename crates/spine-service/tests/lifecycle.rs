@@ -210,7 +210,13 @@ fn rejections_name_every_offending_target_and_write_nothing() {
         ..memory_like(&env, &alice, &mine.id.to_string())
     };
     let vector = vec![0.0f32; 384];
-    env.store.insert(&rule, spine_store::Embedding { model: "test", vector: &vector }).unwrap();
+    env.store
+        .insert(
+            &spine_store::Access::operator(),
+            &rule,
+            spine_store::Embedding { model: "test", vector: &vector },
+        )
+        .unwrap();
     let e = supersede(
         &env,
         &alice,

@@ -851,7 +851,13 @@ fn insert_raw(e: &Env, owner: Option<&str>, content: &str) -> Memory {
     .unwrap();
     m.owner = owner.map(str::to_owned);
     let v = embedder().embed(&[content]).unwrap().remove(0);
-    e.store.insert(&m, Embedding { model: embedder().model_id(), vector: &v }).unwrap();
+    e.store
+        .insert(
+            &spine_store::Access::operator(),
+            &m,
+            Embedding { model: embedder().model_id(), vector: &v },
+        )
+        .unwrap();
     m
 }
 

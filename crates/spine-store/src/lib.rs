@@ -13,6 +13,7 @@
 //! every write, in the same transaction.
 #![deny(missing_docs)]
 
+pub mod audit;
 mod checks;
 mod codec;
 mod fields;
@@ -23,11 +24,15 @@ mod predicate;
 mod selection;
 mod sqlite;
 
+use std::sync::Arc;
+
+use spine_core::audit::Audit;
 use spine_core::{
     Caller, Category, DiscoveryKind, EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId,
     Timestamp,
 };
 
+pub use audit::{AuditEvent, AuditQuery};
 pub use codec::Body;
 pub use operator::{
     AutoSummary, Check, ConsolidationCandidate, ConsolidationGroup, ConsolidationLink,
@@ -115,11 +120,28 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 /// The operator (`spine` operator commands, run by whoever holds the data directory or the
 /// database URL) is one more kind of reader: [`Access::operator`] reads and changes every
 /// owner's records, legacy ones included, through the same trait methods.
+///
+/// An access may also carry the attribution of the call it serves ([`audit`]): the store
+/// then writes the call's audit event with each change it makes through this access.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Access {
     owner: String,
     include_shared: bool,
     every_owner: bool,
+    by: Option<By>,
+}
+
+/// Who a change is recorded as made by: the caller's actor and the call's attribution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct By {
+    pub(crate) actor: String,
+    pub(crate) audit: Arc<Audit>,
+}
+
+impl By {
+    fn of(caller: &Caller) -> Option<By> {
+        caller.audit().map(|a| By { actor: caller.actor().to_owned(), audit: a.clone() })
+    }
 }
 
 impl Access {
@@ -129,17 +151,48 @@ impl Access {
             owner: caller.owner().to_owned(),
             include_shared: caller.is_authenticated(),
             every_owner: false,
+            by: By::of(caller),
         }
     }
 
     /// Only the records `caller` owns.
     pub fn owned(caller: &Caller) -> Self {
-        Access { owner: caller.owner().to_owned(), include_shared: false, every_owner: false }
+        Access {
+            owner: caller.owner().to_owned(),
+            include_shared: false,
+            every_owner: false,
+            by: By::of(caller),
+        }
     }
 
     /// The operator: every record of every owner, legacy records (no owner key) included.
     pub fn operator() -> Self {
-        Access { owner: String::new(), include_shared: true, every_owner: true }
+        Access { owner: String::new(), include_shared: true, every_owner: true, by: None }
+    }
+
+    /// This access, its changes recorded in the audit log under `audit` as made by `actor`
+    /// (an operator command: its own name, the operator's login).
+    pub fn audited(mut self, actor: impl Into<String>, audit: Audit) -> Self {
+        self.by = Some(By { actor: actor.into(), audit: Arc::new(audit) });
+        self
+    }
+
+    /// The attribution changes through this access are recorded under, if any.
+    pub(crate) fn attribution(&self) -> Option<&By> {
+        self.by.as_ref()
+    }
+
+    /// Notes that the audit event of this access's call was committed with its change.
+    pub(crate) fn recorded(&self) {
+        if let Some(by) = &self.by {
+            by.audit.mark_recorded();
+        }
+    }
+
+    /// The audit attribution this access carries, if any (an operator command reads it back
+    /// to append the event of a run that changed nothing).
+    pub fn audit(&self) -> Option<&Audit> {
+        self.by.as_ref().map(|b| &*b.audit)
     }
 
     /// The owner key this access matches (empty for the operator).
@@ -363,7 +416,9 @@ pub struct IdempotencyEntry {
 /// The persistence operations the service needs.
 pub trait Store: Send + Sync {
     /// Inserts a new record with its vector. The record's id and short_id must be new.
-    fn insert(&self, m: &Memory, embedding: Embedding<'_>) -> Result<()>;
+    /// `access` is who writes it: its audit attribution, if any, is recorded with it (the
+    /// record's owner is `m.owner`).
+    fn insert(&self, access: &Access, m: &Memory, embedding: Embedding<'_>) -> Result<()>;
 
     /// Inserts many new records in one transaction (imports and benchmarks).
     fn insert_batch(&self, items: &[(Memory, Embedding<'_>)]) -> Result<()>;
@@ -426,7 +481,8 @@ pub trait Store: Send + Sync {
         }
     }
 
-    /// Deletes one record owned by `access`; false when none matched.
+    /// Deletes one record owned by `access`; false when none matched. Every write method
+    /// that changes a record writes the audit event of `access`'s attribution with it.
     fn delete(&self, access: &Access, id: &RecordId) -> Result<bool>;
 
     /// Deletes every record in `scope` owned by `access`; returns how many.
@@ -548,6 +604,18 @@ pub trait Store: Send + Sync {
     /// Replaces (or adds) the vector of record `id` and its embedder stamp, leaving the
     /// record itself untouched; false when no such record exists (deleted meanwhile).
     fn set_vector(&self, id: &RecordId, embedding: Embedding<'_>) -> Result<bool>;
+
+    /// Appends `event` to the audit log on its own: the event of a call that changed nothing
+    /// (refused, not found, nothing to do). A change's event is written with the change
+    /// ([`audit`]).
+    fn append_audit(&self, event: &AuditEvent) -> Result<()>;
+
+    /// The audit events `q` selects, newest first, at most `q.limit`. Not access-checked: an
+    /// operator view of the store.
+    fn audit_events(&self, q: &AuditQuery) -> Result<Vec<AuditEvent>>;
+
+    /// Removes the audit events written before `before`, the only way events go: how many.
+    fn prune_audit(&self, before: Timestamp) -> Result<u64>;
 }
 
 #[cfg(test)]

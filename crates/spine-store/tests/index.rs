@@ -209,7 +209,13 @@ fn filters_match_the_sql_filters_and_full_rescoring_is_exact() {
     store.insert_batch(&items).unwrap();
     // A record with another embedder's vector never matches.
     let other = random_record(&mut rng);
-    store.insert(&other, Embedding { model: "other:model", vector: &[1.0; 16] }).unwrap();
+    store
+        .insert(
+            &spine_store::Access::operator(),
+            &other,
+            Embedding { model: "other:model", vector: &[1.0; 16] },
+        )
+        .unwrap();
     // The third rendering of the predicate: PostgreSQL's SQL over the same records, when a
     // server is at hand (CI always has one).
     let pg = spine_testkit::postgres::fresh_database().map(|db| {
@@ -315,7 +321,9 @@ fn the_union_of_any_and_active_is_returned_best_first() {
             m.archived_at = Some(EpochSeconds::from_secs(NOW_S - 1));
         }
         let v = [*x, (1.0 - x * x).sqrt()];
-        store.insert(&m, Embedding { model: MODEL, vector: &v }).unwrap();
+        store
+            .insert(&spine_store::Access::operator(), &m, Embedding { model: MODEL, vector: &v })
+            .unwrap();
         ids.push(m.id);
     }
     let access = Access::read(&anon);
@@ -433,12 +441,22 @@ fn own_and_foreign_writes_reach_the_next_search() {
     };
 
     let one = record("a:project:x");
-    a.insert(&one, Embedding { model: MODEL, vector: &[1.0, 0.0] }).unwrap();
+    a.insert(
+        &spine_store::Access::operator(),
+        &one,
+        Embedding { model: MODEL, vector: &[1.0, 0.0] },
+    )
+    .unwrap();
     assert_eq!(scores(&a), vec![(one.id, 1.0)], "first load");
 
     // Own writes after the load: insert, replace with a new vector, archive.
     let two = record("a:project:x");
-    a.insert(&two, Embedding { model: MODEL, vector: &[0.0, 1.0] }).unwrap();
+    a.insert(
+        &spine_store::Access::operator(),
+        &two,
+        Embedding { model: MODEL, vector: &[0.0, 1.0] },
+    )
+    .unwrap();
     a.replace(&owned, &one, Some(Embedding { model: MODEL, vector: &[0.6, 0.8] })).unwrap();
     assert_eq!(scores(&a), sorted(vec![(one.id, 0.6), (two.id, 0.0)]));
     a.set_archived(&owned, &[two.id], Some(EpochSeconds::from_secs(NOW_S - 1))).unwrap();
@@ -447,7 +465,12 @@ fn own_and_foreign_writes_reach_the_next_search() {
 
     // Another connection (another process) writes: a new record, a re-embedded one, a delete.
     let three = record("a:project:x");
-    b.insert(&three, Embedding { model: MODEL, vector: &[0.8, 0.6] }).unwrap();
+    b.insert(
+        &spine_store::Access::operator(),
+        &three,
+        Embedding { model: MODEL, vector: &[0.8, 0.6] },
+    )
+    .unwrap();
     b.set_vector(&two.id, Embedding { model: MODEL, vector: &[1.0, 0.0] }).unwrap();
     b.delete(&owned, &one.id).unwrap();
     assert_eq!(scores(&a), sorted(vec![(two.id, 1.0), (three.id, 0.8)]));
@@ -455,7 +478,12 @@ fn own_and_foreign_writes_reach_the_next_search() {
     // A reader that fell behind the change log (pruned past it) reloads in full.
     let conn = rusqlite::Connection::open(a.path()).unwrap();
     let four = record("a:project:x");
-    b.insert(&four, Embedding { model: MODEL, vector: &[0.0, 1.0] }).unwrap();
+    b.insert(
+        &spine_store::Access::operator(),
+        &four,
+        Embedding { model: MODEL, vector: &[0.0, 1.0] },
+    )
+    .unwrap();
     b.delete(&owned, &three.id).unwrap();
     conn.execute("DELETE FROM changes WHERE seq < (SELECT max(seq) FROM changes)", []).unwrap();
     assert_eq!(scores(&a), sorted(vec![(two.id, 1.0), (four.id, 0.0)]));
@@ -463,7 +491,12 @@ fn own_and_foreign_writes_reach_the_next_search() {
     // Scopes (cross-spine coverage) follow foreign writes too, past the coverage cache.
     assert_eq!(a.scopes(&access, &filter, 10).unwrap(), vec!["a:project:x".to_owned()]);
     let elsewhere = record("b:project:new");
-    b.insert(&elsewhere, Embedding { model: MODEL, vector: &[0.0, -1.0] }).unwrap();
+    b.insert(
+        &spine_store::Access::operator(),
+        &elsewhere,
+        Embedding { model: MODEL, vector: &[0.0, -1.0] },
+    )
+    .unwrap();
     assert_eq!(
         a.scopes(&access, &filter, 10).unwrap(),
         vec!["a:project:x".to_owned(), "b:project:new".to_owned()]

@@ -85,9 +85,10 @@ fn a_v2_database_migrates_and_serves_every_read() {
     v2_database(dir.path(), &m, &[0.6, 0.8]);
 
     let store = SqliteStore::open(dir.path()).unwrap();
-    assert_eq!(user_version(&store), 10, "every migration applied");
+    assert_eq!(user_version(&store), 11, "every migration applied");
     assert!(!table_exists(&store, "memory_fts"), "step 6 dropped the FTS5 index");
     assert!(table_exists(&store, "changes"));
+    assert!(table_exists(&store, "audit_events"), "step 11 added the audit log");
 
     let access = Access::read(&Caller::anonymous());
     let got = store.resolve(&access, &IdRef::Id(m.id)).unwrap().unwrap();
@@ -119,7 +120,13 @@ fn a_v2_database_migrates_and_serves_every_read() {
 
     // New writes after the migration reach the change log and the index.
     let n = memory("Second record");
-    store.insert(&n, spine_store::Embedding { model: "m1", vector: &[1.0, 0.0] }).unwrap();
+    store
+        .insert(
+            &spine_store::Access::operator(),
+            &n,
+            spine_store::Embedding { model: "m1", vector: &[1.0, 0.0] },
+        )
+        .unwrap();
     let found = store
         .nearest(&NearestQuery {
             access: &access,
@@ -141,10 +148,16 @@ fn reopening_a_migrated_store_changes_nothing() {
     let m = memory("kept");
     {
         let store = SqliteStore::open(dir.path()).unwrap();
-        store.insert(&m, spine_store::Embedding { model: "m1", vector: &[1.0] }).unwrap();
+        store
+            .insert(
+                &spine_store::Access::operator(),
+                &m,
+                spine_store::Embedding { model: "m1", vector: &[1.0] },
+            )
+            .unwrap();
     }
     let store = SqliteStore::open(dir.path()).unwrap();
-    assert_eq!(user_version(&store), 10);
+    assert_eq!(user_version(&store), 11);
     let got = store.resolve(&Access::read(&Caller::anonymous()), &IdRef::Id(m.id)).unwrap();
     assert_eq!(got.unwrap(), m);
 }
@@ -170,19 +183,26 @@ fn step_9_makes_a_record_whose_successor_was_deleted_a_live_head() {
     {
         let store = SqliteStore::open(dir.path()).unwrap();
         for m in [&dangling, &kept] {
-            store.insert(m, spine_store::Embedding { model: "m1", vector: &[1.0] }).unwrap();
+            store
+                .insert(
+                    &spine_store::Access::operator(),
+                    m,
+                    spine_store::Embedding { model: "m1", vector: &[1.0] },
+                )
+                .unwrap();
         }
     }
     {
         let conn = Connection::open(dir.path().join(spine_store::DB_FILE)).unwrap();
         conn.execute_batch(
             "DROP TRIGGER memories_splice_deleted; DROP INDEX memories_superseded_by;
-             DROP TRIGGER memories_forget_exported; PRAGMA user_version = 8;",
+             DROP TRIGGER memories_forget_exported; DROP TABLE audit_events;
+             PRAGMA user_version = 8;",
         )
         .unwrap();
     }
     let store = SqliteStore::open(dir.path()).unwrap();
-    assert_eq!(user_version(&store), 10);
+    assert_eq!(user_version(&store), 11);
     let got = store.get_many(&[dangling.id, kept.id]).unwrap();
     assert_eq!(got[0].superseded_by, None);
     assert_eq!(got[0], Memory { superseded_by: None, ..dangling }, "nothing else changed");
@@ -196,12 +216,18 @@ fn step_10_drops_the_export_marks_of_deleted_records() {
     let kept = memory("Use WAL mode");
     {
         let store = SqliteStore::open(dir.path()).unwrap();
-        store.insert(&kept, spine_store::Embedding { model: "m1", vector: &[1.0] }).unwrap();
+        store
+            .insert(
+                &spine_store::Access::operator(),
+                &kept,
+                spine_store::Embedding { model: "m1", vector: &[1.0] },
+            )
+            .unwrap();
     }
     {
         let conn = Connection::open(dir.path().join(spine_store::DB_FILE)).unwrap();
         conn.execute_batch(&format!(
-            "DROP TRIGGER memories_forget_exported;
+            "DROP TRIGGER memories_forget_exported; DROP TABLE audit_events;
              INSERT INTO exported (id, digest, exported_at, file)
                 VALUES ('{}', 'd1', 1, 'a.jsonl'), ('{}', 'd2', 1, 'a.jsonl');
              PRAGMA user_version = 9;",
@@ -211,7 +237,7 @@ fn step_10_drops_the_export_marks_of_deleted_records() {
         .unwrap();
     }
     let store = SqliteStore::open(dir.path()).unwrap();
-    assert_eq!(user_version(&store), 10);
+    assert_eq!(user_version(&store), 11);
     let conn = Connection::open(store.path()).unwrap();
     let ids: Vec<String> = conn
         .prepare("SELECT id FROM exported")

@@ -42,7 +42,13 @@ fn fixture() -> Fixture {
     let mut legacy = record(&Caller::anonymous(), &ShortId::mint(), "legacy");
     legacy.owner = None;
     for m in [&alice, &bob, &legacy] {
-        store.insert(m, Embedding { model: "m", vector: &[1.0, 0.0] }).unwrap();
+        store
+            .insert(
+                &spine_store::Access::operator(),
+                m,
+                Embedding { model: "m", vector: &[1.0, 0.0] },
+            )
+            .unwrap();
     }
     Fixture { _dir: dir, store, alice, bob, legacy }
 }

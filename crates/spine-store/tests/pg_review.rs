@@ -62,7 +62,7 @@ impl Backend {
     }
 
     fn put(&self, m: &Memory, embedding: Embedding<'_>) {
-        self.store().insert(m, embedding).unwrap();
+        self.store().insert(&spine_store::Access::operator(), m, embedding).unwrap();
     }
 
     /// Records that `records` (as they are now) were exported to `file`. PostgreSQL has no

@@ -99,7 +99,9 @@ fn rows_with_vectors(store: &PgStore, seed: u64, n: i64) -> Vec<spine_core::Reco
             let content: String = (0..600).map(|_| rng.random_range(b'a'..=b'z') as char).collect();
             let m = record("acme:project:rows", &content, "alice", 1_800_000_000 + i);
             let v: Vec<f32> = (0..384).map(|_| rng.random_range(-1.0..1.0)).collect();
-            store.insert(&m, Embedding { model: "m", vector: &v }).unwrap();
+            store
+                .insert(&spine_store::Access::operator(), &m, Embedding { model: "m", vector: &v })
+                .unwrap();
             m.id
         })
         .collect()
@@ -251,6 +253,12 @@ fn a_failed_search_through_the_index_leaves_no_transaction_behind() {
         assert_eq!(search(v).unwrap()[0].id, m.id, "search {i}");
         let new =
             record("acme:project:many", &format!("new {i}"), "alice", 1_900_000_000 + i as i64);
-        store.insert(&new, Embedding { model: "m", vector: &unit(&mut rng) }).unwrap();
+        store
+            .insert(
+                &spine_store::Access::operator(),
+                &new,
+                Embedding { model: "m", vector: &unit(&mut rng) },
+            )
+            .unwrap();
     }
 }

@@ -69,7 +69,13 @@ fn an_ambiguous_short_id_is_neither_read_nor_counted() {
     for owner in ["alice", "bob"] {
         let mut m = record(SCOPE, &format!("{owner}'s"), owner, 1_800_000_000);
         m.short_id = short.clone();
-        store.insert(&m, spine_store::Embedding { model: "m", vector: &[1.0, 0.0] }).unwrap();
+        store
+            .insert(
+                &spine_store::Access::operator(),
+                &m,
+                spine_store::Embedding { model: "m", vector: &[1.0, 0.0] },
+            )
+            .unwrap();
         records.push(m);
     }
     let operator = Access::operator();
@@ -90,7 +96,13 @@ fn a_counted_read_on_a_database_that_cannot_write_answers_uncounted() {
     let Some(db) = spine_testkit::postgres::fresh_database() else { return };
     let m = record(SCOPE, "kept while the disk is full", "alice", 1_800_000_000);
     let store = PgStore::connect(&db.url).unwrap();
-    store.insert(&m, spine_store::Embedding { model: "m", vector: &[1.0, 0.0] }).unwrap();
+    store
+        .insert(
+            &spine_store::Access::operator(),
+            &m,
+            spine_store::Embedding { model: "m", vector: &[1.0, 0.0] },
+        )
+        .unwrap();
     spine_testkit::postgres::execute(
         &db.url,
         "CREATE FUNCTION full_disk() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN

@@ -3,6 +3,7 @@
 //! One test binary for the crate (linking one binary per file cost minutes of CI).
 
 mod adjacent;
+mod audit;
 mod index;
 mod migrations;
 mod operator;

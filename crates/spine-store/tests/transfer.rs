@@ -84,7 +84,8 @@ fn expired_records_are_paged_and_deleted_at_the_half_open_cutoff() {
         after.not_after = Some(EpochSeconds::from_secs(1001));
         let live = record(SCOPE, "no window", "", 3);
         for m in [&at_cutoff, &after, &live] {
-            s.insert(m, Embedding { model: "m", vector: &[1.0] }).unwrap();
+            s.insert(&spine_store::Access::operator(), m, Embedding { model: "m", vector: &[1.0] })
+                .unwrap();
         }
         let cutoff = EpochSeconds::from_secs(1000);
         assert_eq!(s.count_expired(cutoff).unwrap(), 1);
@@ -151,7 +152,8 @@ fn the_export_gate_passes_records_exported_as_they_are_now() {
     on_both(|s| {
         let (a, b) = (record(SCOPE, "a", "", 1), record(SCOPE, "b", "", 2));
         for m in [&a, &b] {
-            s.insert(m, Embedding { model: "m", vector: &[1.0] }).unwrap();
+            s.insert(&spine_store::Access::operator(), m, Embedding { model: "m", vector: &[1.0] })
+                .unwrap();
         }
         let ids = [a.id, b.id, RecordId::mint()];
         assert_eq!(s.exported_unchanged(&ids).unwrap(), [false, false, false]);
@@ -180,7 +182,8 @@ fn deleting_a_record_drops_its_export_mark() {
         let (a, b, c) =
             (record(SCOPE, "a", "", 1), record(SCOPE, "b", "", 2), record(SCOPE, "c", "", 3));
         for m in [&a, &b, &c] {
-            s.insert(m, Embedding { model: "m", vector: &[1.0] }).unwrap();
+            s.insert(&spine_store::Access::operator(), m, Embedding { model: "m", vector: &[1.0] })
+                .unwrap();
         }
         s.mark_exported(&[a.clone(), b.clone()], "out.jsonl", EpochSeconds::from_secs(1)).unwrap();
         assert!(s.delete(&owner, &a.id).unwrap());
@@ -214,7 +217,8 @@ fn auto_summaries_fill_only_records_still_without_one() {
         let young = record(SCOPE, "Too young to be swept.", "", 1000);
         let second = record(SCOPE, "A second old record.", "", 30);
         for m in [&old, &client, &young, &second] {
-            s.insert(m, Embedding { model: "m", vector: &[1.0] }).unwrap();
+            s.insert(&spine_store::Access::operator(), m, Embedding { model: "m", vector: &[1.0] })
+                .unwrap();
         }
         let which = MissingSummaries {
             scope: None,

@@ -112,6 +112,10 @@ pub enum Command {
         /// reads and writes every record. Refused without this flag; warned on every start.
         #[arg(long, env = "SPINE_ALLOW_UNAUTHENTICATED")]
         allow_unauthenticated: bool,
+        /// Remove audit events older than this once a day (e.g. 90d); without it every
+        /// event is kept (`spine audit prune` removes them by hand).
+        #[arg(long, env = "SPINE_AUDIT_RETENTION", value_name = "DURATION", value_parser = ops::parse_duration)]
+        audit_retention: Option<std::time::Duration>,
     },
     /// Re-embed records whose vector is missing or from another embedder.
     ///
@@ -153,6 +157,12 @@ pub enum Command {
     ///
     /// Additive only; never lowers a newer record's stamp. Idempotent and resumable.
     Migrate(ops::migrate::MigrateArgs),
+    /// List the audit log: every change, and every refused attempt, newest first.
+    ///
+    /// One event per call of a tool that may change records: time, actor, owner, lane,
+    /// client, action, scope, record ids, outcome. Never content, summaries, tags or tokens.
+    /// `spine audit prune --older-than DUR` removes old events. See docs/observability.md.
+    Audit(ops::audit::AuditArgs),
     /// Review the store: scan, verify, consolidate, purge, archive, restore.
     ///
     /// Sweeps (scan, verify, consolidate) need --scope or --all-scopes; consolidate and

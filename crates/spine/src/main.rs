@@ -17,13 +17,14 @@ mod settings;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Parser;
 use cli::{Cli, Command, Common};
 use engines::{Opener, model_dir, operator_store, service_store};
 use rmcp::ServiceExt;
-use spine_core::SystemClock;
+use spine_core::{Clock, SystemClock};
 use spine_server::auth::{OidcConfig, Verifier};
 use spine_server::{HttpOptions, Identity, SpineMcp, http_router};
 use spine_service::Service;
@@ -143,6 +144,7 @@ async fn run() -> Result<()> {
             stateless,
             console_client_id,
             allow_unauthenticated,
+            audit_retention,
         } => {
             if session_idle_timeout.is_zero() {
                 bail!("--session-idle-timeout must be above zero (e.g. 30m)");
@@ -158,7 +160,7 @@ async fn run() -> Result<()> {
                 draining: Default::default(),
             };
             let console = console_client_id.as_deref().filter(|s| !s.is_empty());
-            serve(&common, listen, metrics_listen, console, options).await
+            serve(&common, listen, metrics_listen, console, audit_retention, options).await
         }
         Command::Reindex { batch } => reindex(common, batch).await,
         Command::SummarizeMissing(args) => summarize_missing(&common, args).await,
@@ -167,6 +169,10 @@ async fn run() -> Result<()> {
         Command::PruneExpired(args) => {
             let store = operator_store(&common, true)?;
             blocking("prune-expired", move || ops::prune::run(store.as_ref(), &args)).await
+        }
+        Command::Audit(args) => {
+            let store = operator_store(&common, true)?;
+            blocking("audit", move || ops::audit::run(store.as_ref(), &args)).await
         }
         Command::Migrate(args) => {
             let store = operator_store(&common, true)?;
@@ -248,11 +254,15 @@ async fn serve(
     listen: SocketAddr,
     metrics_listen: Option<SocketAddr>,
     console_client_id: Option<&str>,
+    audit_retention: Option<Duration>,
     options: impl FnOnce(Option<Verifier>) -> HttpOptions,
 ) -> Result<()> {
     let options = options(verifier(common, console_client_id).await?);
     let draining = options.draining.clone();
     let (service, store) = build_service_and_store(common)?;
+    if let Some(keep) = audit_retention {
+        tokio::spawn(retain_audit(service.clone(), keep));
+    }
     let metrics = metrics::router(store)?;
     let mut app = http_router(service, options);
     match metrics_listen {
@@ -291,6 +301,26 @@ async fn serve(
         } => {
             tracing::warn!(deadline = ?DRAIN_DEADLINE, "stopping: connections still open at the deadline are closed");
             Ok(())
+        }
+    }
+}
+
+/// `--audit-retention`: at start and then once a day, removes the audit events older than
+/// `keep`. A failed prune is logged and tried again the next day.
+async fn retain_audit(service: Service, keep: Duration) {
+    let mut daily = tokio::time::interval(Duration::from_secs(24 * 60 * 60));
+    loop {
+        daily.tick().await;
+        let service = service.clone();
+        let pruned = tokio::task::spawn_blocking(move || {
+            let cutoff = ops::audit::before(SystemClock.now(), keep)?;
+            anyhow::Ok(service.prune_audit(cutoff)?)
+        })
+        .await;
+        match pruned {
+            Ok(Ok(n)) => tracing::info!(removed = n, retention = ?keep, "pruned the audit log"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "pruning the audit log failed"),
+            Err(e) => tracing::warn!(error = %e, "pruning the audit log failed"),
         }
     }
 }

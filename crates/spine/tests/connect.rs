@@ -14,6 +14,7 @@ async fn post_json(addr: &str, method: &str, body: Value) -> (u16, Value) {
         .post(format!("http://{addr}/spine.v1.MemoryService/{method}"))
         .header("content-type", "application/json")
         .header("connect-protocol-version", "1")
+        .header("user-agent", "connect-test/1")
         .body(body.to_string())
         .send()
         .await
@@ -108,6 +109,23 @@ async fn every_method_over_both_codecs_with_the_tools_rules() {
     assert_eq!(after["memories"].as_array().unwrap().len(), 2, "archived leaves the list");
     let (s, restored) = post_json(&addr, "RestoreMemory", json!({"ids": [ids[2]]})).await;
     assert_eq!((s, &restored["results"][0]["outcome"]), (200, &json!("restored")));
+    // Both were audited on the Connect lane, the client named by its User-Agent.
+    let q = spine_store::AuditQuery { limit: 2, ..Default::default() };
+    let events = open_store(server._dir.path()).audit_events(&q).unwrap();
+    let seen: Vec<(&str, &str, &str, Vec<String>)> = events
+        .iter()
+        .map(|e| {
+            let ids = e.record_ids.iter().map(|id| id.to_string()).collect();
+            (e.action.as_str(), e.lane.as_str(), e.client.as_str(), ids)
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("restore_memory", "connect", "connect-test/1", vec![ids[2].clone()]),
+            ("archive_memory", "connect", "connect-test/1", vec![ids[2].clone()]),
+        ]
+    );
 
     let (s, scopes) = post_json(&addr, "ListScopes", json!({})).await;
     assert_eq!(s, 200, "{scopes}");

@@ -380,6 +380,47 @@ pub(crate) async fn check_ledger(
         }
     };
     assert!(run.ok, "spine-review verify found violations:\n{}\n{}", run.stdout, run.stderr);
+
+    // The audit log matches the changes one to one, kills included: every record present was
+    // created by a call whose event names it, every acknowledged delete has its event, and
+    // every record an event created is present or was deleted by a call whose event says so.
+    let store: Box<dyn spine_store::OperatorStore> = match url {
+        None => open_store(data),
+        Some(url) => Box::new(spine_store::PgStore::connect(url).unwrap()),
+    };
+    let q = spine_store::AuditQuery { limit: 1_000_000, ..Default::default() };
+    let events = store.audit_events(&q).unwrap();
+    let named = |actions: &[&str]| -> HashSet<String> {
+        events
+            .iter()
+            .filter(|e| e.outcome == "ok" && actions.contains(&e.action.as_str()))
+            .flat_map(|e| e.record_ids.iter().map(|id| id.to_string()))
+            .collect()
+    };
+    let created = named(&["store_memory", "supersede_memory"]);
+    let deleted = named(&["delete_memory"]);
+    let mut unmatched = Vec::new();
+    for id in records.keys() {
+        if !created.contains(id) {
+            unmatched.push(format!("{id}: present, no event created it"));
+        }
+    }
+    for id in &ledger.deleted {
+        if !deleted.contains(id) {
+            unmatched.push(format!("{id}: deleted, no event says so"));
+        }
+    }
+    let stored: Vec<spine_core::RecordId> = named(&["store_memory"])
+        .iter()
+        .map(|id| spine_core::RecordId::parse(id).unwrap())
+        .collect();
+    let present = store.ids_present(&stored).unwrap();
+    for (id, present) in stored.iter().zip(present) {
+        if !present && !deleted.contains(&id.to_string()) {
+            unmatched.push(format!("{id}: an event created it, it is gone, no event deleted it"));
+        }
+    }
+    assert!(unmatched.is_empty(), "audit log and changes disagree: {unmatched:#?}");
 }
 
 /// `pg_ctl` on the test cluster's data directory, as the postgres user when run as root

@@ -57,7 +57,13 @@ fn vector(seed: u64) -> Vec<f32> {
 }
 
 fn insert(store: &dyn spine_store::OperatorStore, m: &Memory, seed: u64) {
-    store.insert(m, Embedding { model: BUILTIN, vector: &vector(seed) }).unwrap();
+    store
+        .insert(
+            &spine_store::Access::operator(),
+            m,
+            Embedding { model: BUILTIN, vector: &vector(seed) },
+        )
+        .unwrap();
 }
 
 fn db(data: &Path) -> Connection {

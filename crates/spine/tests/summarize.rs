@@ -98,7 +98,13 @@ fn seed_at(data: &Path, scope: &str, notes: &[&str], start: Timestamp) -> Vec<Re
                 &Caller::anonymous(),
                 Timestamp::from_micros(start.as_micros() + i as i64 * 1_000_000),
             );
-            store.insert(&m, Embedding { model: BUILTIN_EMBEDDER, vector: &vector }).unwrap();
+            store
+                .insert(
+                    &spine_store::Access::operator(),
+                    &m,
+                    Embedding { model: BUILTIN_EMBEDDER, vector: &vector },
+                )
+                .unwrap();
             m.id
         })
         .collect()

@@ -2,6 +2,7 @@
 //!
 //! One test binary for the crate (linking one binary per file cost minutes of CI).
 
+mod audit;
 mod auth;
 mod browser;
 mod common;

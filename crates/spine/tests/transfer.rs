@@ -146,7 +146,9 @@ async fn populate(client: &Client, data: &Path) -> Vec<String> {
     legacy.owner = None;
     legacy.schema_version = 0;
     let v: Vec<f32> = (0..384).map(|i| ((i * 7 % 13) as f32 - 6.0) / 10.0).collect();
-    open(data).insert(&legacy, Embedding { model: BUILTIN, vector: &v }).unwrap();
+    open(data)
+        .insert(&spine_store::Access::operator(), &legacy, Embedding { model: BUILTIN, vector: &v })
+        .unwrap();
     ids.push(legacy.id.to_string());
     ids
 }
@@ -273,7 +275,9 @@ async fn five_stored(files: &Path) -> (TempDir, Vec<String>) {
             &Caller::anonymous(),
             Timestamp::from_micros(1_750_000_000_000_000 + i),
         );
-        store.insert(&m, Embedding { model: BUILTIN, vector: &v }).unwrap();
+        store
+            .insert(&spine_store::Access::operator(), &m, Embedding { model: BUILTIN, vector: &v })
+            .unwrap();
     }
     let file = files.join("five.jsonl");
     ok_run(a.path(), &["export", "-o", file.to_str().unwrap()]).await;

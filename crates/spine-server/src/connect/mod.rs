@@ -16,8 +16,11 @@ use connectrpc::{
     ConnectError, ErrorCode as ConnectCode, ErrorDetail, RequestContext, Response, ServiceRequest,
     ServiceResult,
 };
+use spine_core::audit::Lane;
 use spine_core::{Caller, Error, ErrorCode, ListState};
 use spine_service::Service;
+
+use crate::invoke::Origin;
 use spine_service::args::{
     BatchIdsArgs, IdArgs, ListMemoryArgs, ListRulesArgs, ListTagsArgs, RelatedMemoriesArgs,
     SearchMemoryArgs,
@@ -109,9 +112,14 @@ impl SpineConnect {
         let caller = self.caller(ctx);
         let make = move || A::try_from(message);
         let encode = |r: R| Ok(r.into());
-        match crate::invoke::invoke("connect", method, &self.service, caller, make, op, encode)
-            .await
-        {
+        // Connect has no handshake: the client is what its User-Agent says.
+        let client = ctx
+            .header(axum::http::header::USER_AGENT)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let origin = Origin { lane: Lane::Connect, client };
+        match crate::invoke::invoke(origin, method, &self.service, caller, make, op, encode).await {
             Ok(p) => Response::ok(p),
             Err(e) => Err(connect_error(&e)),
         }

@@ -26,6 +26,7 @@
 //!   backend's semantics; snapshot reads in one read-only REPEATABLE READ transaction,
 //!   writes lock their rows `FOR UPDATE` (in id order) and re-check them before changing.
 
+mod audit;
 mod nearest;
 mod query;
 mod review;

@@ -5,7 +5,9 @@ use deadpool_postgres::GenericClient;
 use pgvector::Vector;
 use spine_core::{Memory, RecordId, SCHEMA_VERSION};
 
+use super::audit;
 use super::query::Param;
+use crate::audit::AuditEvent;
 use crate::codec::{encode, secs};
 use crate::predicate::writable_at;
 use crate::{Access, Embedding, Result};
@@ -116,9 +118,33 @@ pub(super) async fn write_body<C: GenericClient>(
     Ok(())
 }
 
+/// Writes one new record row (with its vector) through `client`, and the audit event of
+/// `access`'s attribution with it in the same statement ([`audit::recorded_sql`]): whether
+/// it wrote one.
+pub(super) async fn write_recorded<C: GenericClient>(
+    client: &C,
+    access: &Access,
+    m: &Memory,
+    embedding: Embedding<'_>,
+) -> Result<bool> {
+    let mut p = row_params(m, encode(m)?, Some(embedding));
+    let Some(event) = AuditEvent::attributed(access) else {
+        let stmt = client.prepare_cached(&upsert_sql(true)).await?;
+        client.execute(&stmt, &refs(&p)).await?;
+        return Ok(false);
+    };
+    let at = audit::placeholders_after(p.len());
+    p.extend(audit::event_params(&event));
+    let sql = audit::recorded_sql(&format!("{} RETURNING id, scope", upsert_sql(true)), &at);
+    let stmt = client.prepare_cached(&sql).await?;
+    client.query(&stmt, &refs(&p)).await?;
+    Ok(true)
+}
+
 /// Rewrites the row of the record `m` (with its vector when given) where `access` may
-/// change it, in one statement: whether it did (a record not found and one `access` may not
-/// change are alike). By its id, so prepared once per connection.
+/// change it, in one statement, with the audit event of `access`'s attribution: whether it
+/// did (a record not found and one `access` may not change are alike). By its id, so
+/// prepared once per connection.
 pub(super) async fn rewrite<C: GenericClient>(
     client: &C,
     access: &Access,
@@ -127,8 +153,16 @@ pub(super) async fn rewrite<C: GenericClient>(
 ) -> Result<bool> {
     let mut p = row_params(m, encode(m)?, embedding);
     p.push(Box::new(access.owner.clone()));
-    let stmt = client.prepare_cached(&rewrite_sql(embedding.is_some(), access)).await?;
-    Ok(client.execute(&stmt, &refs(&p)).await? > 0)
+    let change = rewrite_sql(embedding.is_some(), access);
+    let Some(event) = AuditEvent::attributed(access) else {
+        let stmt = client.prepare_cached(&change).await?;
+        return Ok(client.execute(&stmt, &refs(&p)).await? > 0);
+    };
+    let at = audit::placeholders_after(p.len());
+    p.extend(audit::event_params(&event));
+    let sql = audit::recorded_sql(&format!("{change} RETURNING m.id, m.scope"), &at);
+    let stmt = client.prepare_cached(&sql).await?;
+    Ok(!client.query(&stmt, &refs(&p)).await?.is_empty())
 }
 
 /// Stamps `successor` as `target`'s successor, in its column and its payload (a

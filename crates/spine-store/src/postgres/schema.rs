@@ -143,4 +143,28 @@ pub(super) const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER memories_forget_exported AFTER DELETE ON memories
         REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION spine_forget_exported();
     DELETE FROM exported e WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = e.id);"#,
+    // 8: the audit log (`crate::audit`), as SQLite's step 11: one event per call that may
+    // change records, written in the change's statement or transaction. Append-only: a
+    // trigger refuses updates; events go only by `spine audit prune`. `at` is microseconds
+    // since the epoch.
+    r#"CREATE TABLE audit_events (
+        seq BIGSERIAL PRIMARY KEY,
+        at BIGINT NOT NULL,
+        actor TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        lane TEXT NOT NULL,
+        client TEXT NOT NULL,
+        action TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        record_ids TEXT[] NOT NULL,
+        outcome TEXT NOT NULL,
+        trace_id TEXT NOT NULL
+    );
+    CREATE INDEX audit_events_at ON audit_events (at);
+    CREATE FUNCTION spine_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        RAISE EXCEPTION 'the audit log is append-only';
+    END $$;
+    CREATE TRIGGER audit_events_append_only BEFORE UPDATE ON audit_events
+        FOR EACH ROW EXECUTE FUNCTION spine_audit_append_only();"#,
 ];

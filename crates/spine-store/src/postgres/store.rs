@@ -6,15 +6,17 @@ use pgvector::Vector;
 use spine_core::{EpochSeconds, IdRef, Memory, RecordId, Scope, ShortId, Timestamp};
 
 use super::PgStore;
+use super::audit;
 use super::query::Where;
-use super::rows::{rewrite, stamp, stamp_successor, write};
+use super::rows::{rewrite, stamp, stamp_successor, write, write_recorded};
 use crate::Body;
 use crate::codec::{decode, parse_id};
 use crate::fields::Fields;
 use crate::predicate::writable_at;
 use crate::{
-    Access, Adjacent, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour, Order,
-    Page, Result, Selection, Shared, Store, StoreError, SupersedeRejection, TagCount,
+    Access, Adjacent, AuditEvent, AuditQuery, Embedding, Filter, Gate, IdempotencyEntry,
+    NearestQuery, Neighbour, Order, Page, Result, Selection, Shared, Store, StoreError,
+    SupersedeRejection, TagCount,
 };
 
 /// Payloads of the rows `w` selects, in `order` (ORDER BY terms), at most `limit` after
@@ -88,12 +90,14 @@ fn touch_assignment(at: &str) -> String {
 }
 
 impl Store for PgStore {
-    fn insert(&self, m: &Memory, embedding: Embedding<'_>) -> Result<()> {
+    fn insert(&self, access: &Access, m: &Memory, embedding: Embedding<'_>) -> Result<()> {
         self.ensure_vector_index(embedding.vector.len())?;
         self.block(async {
             let client = self.pool.get().await?;
-            write(&client, m, Some(embedding)).await
-        })
+            write_recorded(&client, access, m, embedding).await
+        })?;
+        access.recorded();
+        Ok(())
     }
 
     fn insert_batch(&self, items: &[(Memory, Embedding<'_>)]) -> Result<()> {
@@ -173,7 +177,12 @@ impl Store for PgStore {
         }
         // One statement, its ownership check in its WHERE: the row it finds is locked and
         // re-checked as it is written, as a transaction locking it first would.
-        self.block(async { rewrite(&self.pool.get().await?, access, m, embedding).await })
+        let replaced =
+            self.block(async { rewrite(&self.pool.get().await?, access, m, embedding).await })?;
+        if replaced {
+            access.recorded();
+        }
+        Ok(replaced)
     }
 
     fn touch(&self, id: &RecordId, at: Timestamp) -> Result<()> {
@@ -220,7 +229,7 @@ impl Store for PgStore {
         let p = w.bind(id.to_string());
         w.push(&format!("m.id = {p}"));
         w.owned(access);
-        Ok(self.execute_where(&format!("DELETE FROM memories m WHERE {}", w.sql), &w)? > 0)
+        Ok(self.delete_recorded(access, w)? > 0)
     }
 
     fn delete_scope(&self, access: &Access, scope: &Scope) -> Result<u64> {
@@ -228,7 +237,7 @@ impl Store for PgStore {
         let p = w.bind(scope.as_str().to_owned());
         w.push(&format!("m.scope = {p}"));
         w.owned(access);
-        self.execute_where(&format!("DELETE FROM memories m WHERE {}", w.sql), &w)
+        self.delete_recorded(access, w)
     }
 
     fn nearest(&self, q: &NearestQuery<'_>) -> Result<Vec<Neighbour>> {
@@ -306,7 +315,7 @@ impl Store for PgStore {
         let ids = w.bind(targets.iter().map(|t| t.to_string()).collect::<Vec<_>>());
         w.push(&format!("m.id = ANY({ids})"));
         w.owned(access);
-        self.block(async {
+        let outcome = self.block(async {
             let mut client = self.pool.get().await?;
             let tx = client.transaction().await?;
             // Locks the targets (in id order, so two racing calls cannot deadlock) and reads
@@ -346,9 +355,19 @@ impl Store for PgStore {
                 )
                 .await?;
             }
+            // The new record's scope stands for the change's (its targets may lie elsewhere).
+            let scope = new.scope.as_str();
+            let changed = std::iter::once(new.id).chain(targets.iter().copied());
+            if let Some(e) = AuditEvent::of_change(access, changed.map(|id| (id, scope.into()))) {
+                audit::append(&tx, &e).await?;
+            }
             tx.commit().await?;
             Ok(Ok(()))
-        })
+        })?;
+        if outcome.is_ok() {
+            access.recorded();
+        }
+        Ok(outcome)
     }
 
     fn idempotency(&self, access: &Access, key: &str) -> Result<Option<IdempotencyEntry>> {
@@ -365,28 +384,47 @@ impl Store for PgStore {
     ) -> Result<Vec<bool>> {
         let owner = writable_at(access, "$2::text");
         // Every record in one statement (atomic, as a transaction of one statement per
-        // record was, in one round trip): the ones it changed come back. Its rows are
-        // locked in the index's order, so two calls naming the same records in different
-        // orders cannot deadlock.
-        let sql = match at {
+        // record was, in one round trip), with the call's audit event: the ones it changed
+        // come back. Its rows are locked in the index's order, so two calls naming the same
+        // records in different orders cannot deadlock.
+        let change = match at {
             Some(_) => format!(
                 "UPDATE memories m SET archived_at = $3, body = {}
-                 WHERE m.id = ANY($1) AND {owner} AND m.archived_at IS NULL RETURNING m.id",
+                 WHERE m.id = ANY($1) AND {owner} AND m.archived_at IS NULL
+                 RETURNING m.id, m.scope",
                 stamp("jsonb_set(m.body::jsonb, '{archived_at}', to_jsonb($4::text))")
             ),
             None => format!(
                 "UPDATE memories m SET archived_at = NULL, body = {}
-                 WHERE m.id = ANY($1) AND {owner} AND m.archived_at IS NOT NULL RETURNING m.id",
+                 WHERE m.id = ANY($1) AND {owner} AND m.archived_at IS NOT NULL
+                 RETURNING m.id, m.scope",
                 stamp("(m.body::jsonb - 'archived_at')")
             ),
         };
         let keys: Vec<String> = ids.iter().map(RecordId::to_string).collect();
         let stamp_at = at.map(|t| (t.as_secs(), t.to_rfc3339()));
-        let rows = match &stamp_at {
-            Some((secs, rfc)) => self.query_by_key(&sql, &[&keys, &access.owner, secs, rfc])?,
-            None => self.query_by_key(&sql, &[&keys, &access.owner])?,
+        let mut p: Vec<super::query::Param> =
+            vec![Box::new(keys.clone()), Box::new(access.owner.clone())];
+        if let Some((secs, rfc)) = &stamp_at {
+            p.push(Box::new(*secs));
+            p.push(Box::new(rfc.clone()));
+        }
+        let event = AuditEvent::attributed(access);
+        let sql = match &event {
+            Some(e) => {
+                let at = audit::placeholders_after(p.len());
+                p.extend(audit::event_params(e));
+                audit::recorded_sql(&change, &at)
+            }
+            None => change,
         };
+        let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+            p.iter().map(|p| p.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync)).collect();
+        let rows = self.query_by_key(&sql, &refs)?;
         let mut changed: HashSet<String> = rows.iter().map(|r| r.text(0)).collect::<Result<_>>()?;
+        if !changed.is_empty() {
+            access.recorded();
+        }
         // A record named twice changed at its first mention; the later ones find it done.
         Ok(keys.iter().map(|k| changed.remove(k)).collect())
     }
@@ -483,6 +521,22 @@ impl Store for PgStore {
         rows.iter().map(|r| Ok((parse_id(&r.text(0)?)?, r.text(1)?))).collect()
     }
 
+    fn append_audit(&self, event: &AuditEvent) -> Result<()> {
+        self.block(async { audit::append(&self.pool.get().await?, event).await })
+    }
+
+    fn audit_events(&self, q: &AuditQuery) -> Result<Vec<AuditEvent>> {
+        let (sql, w) = audit::list_sql(q);
+        self.query_where(&sql, &w)?.iter().map(audit::read_event).collect()
+    }
+
+    fn prune_audit(&self, before: Timestamp) -> Result<u64> {
+        let mut w = Where::default();
+        let p = w.bind(before.as_micros());
+        w.push(&format!("at < {p}"));
+        self.execute_where(&format!("DELETE FROM audit_events WHERE {}", w.sql), &w)
+    }
+
     fn set_vector(&self, id: &RecordId, embedding: Embedding<'_>) -> Result<bool> {
         self.ensure_vector_index(embedding.vector.len())?;
         let n = self.execute(
@@ -495,5 +549,25 @@ impl Store for PgStore {
             ],
         )?;
         Ok(n > 0)
+    }
+}
+
+impl PgStore {
+    /// Deletes the records `w` matches, with the call's audit event in the same statement:
+    /// how many.
+    fn delete_recorded(&self, access: &Access, mut w: Where) -> Result<u64> {
+        let n = match AuditEvent::attributed(access) {
+            None => self.execute_where(&format!("DELETE FROM memories m WHERE {}", w.sql), &w)?,
+            Some(e) => {
+                let at = audit::bind_event(&mut w, &e);
+                let change =
+                    format!("DELETE FROM memories m WHERE {} RETURNING m.id, m.scope", w.sql);
+                self.query_where(&audit::recorded_sql(&change, &at), &w)?.len() as u64
+            }
+        };
+        if n > 0 {
+            access.recorded();
+        }
+        Ok(n)
     }
 }

@@ -14,6 +14,7 @@
 //! reaches the disk with the next write's flush or a checkpoint; a power loss before then can
 //! lose the last touches, never a record or an edit.
 
+mod audit;
 mod checkpoint;
 mod combine;
 mod durable;

@@ -3,7 +3,9 @@
 
 use rusqlite::types::Value;
 use rusqlite::{Connection, params_from_iter};
-use spine_core::{Category, IdRef, Memory};
+use spine_core::{Category, IdRef, Memory, RecordId};
+
+use crate::codec::parse_id;
 
 use super::rows::*;
 use crate::predicate::{Bound, Clause, Dialect};
@@ -124,11 +126,16 @@ pub(super) fn count(conn: &Connection, w: Where) -> Result<u64> {
     Ok(u64::try_from(n).unwrap_or(0))
 }
 
-/// Deletes the records `w` matches; how many.
-pub(super) fn delete_where(conn: &Connection, w: Where) -> Result<u64> {
-    let n = conn.execute(
-        &format!("DELETE FROM memories AS m WHERE {}", w.sql),
-        params_from_iter(w.params),
-    )?;
-    Ok(n as u64)
+/// Deletes the records `w` matches: each one's id and scope.
+pub(super) fn delete_where(conn: &Connection, w: Where) -> Result<Vec<(RecordId, String)>> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "DELETE FROM memories AS m WHERE {} RETURNING id, scope",
+        w.sql
+    ))?;
+    let mut rows = stmt.query(params_from_iter(w.params))?;
+    let mut gone = Vec::new();
+    while let Some(r) = rows.next()? {
+        gone.push((parse_id(r.get_ref(0)?.as_str().map_err(rusqlite::Error::from)?)?, r.get(1)?));
+    }
+    Ok(gone)
 }

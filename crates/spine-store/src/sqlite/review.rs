@@ -205,7 +205,8 @@ mod tests {
     }
 
     fn put(s: &SqliteStore, m: &Memory) {
-        s.insert(m, Embedding { model: "m", vector: &[1.0, 0.5] }).unwrap();
+        s.insert(&crate::Access::operator(), m, Embedding { model: "m", vector: &[1.0, 0.5] })
+            .unwrap();
     }
 
     #[test]

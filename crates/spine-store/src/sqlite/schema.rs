@@ -144,4 +144,25 @@ pub(super) const MIGRATIONS: &[&str] = &[
         DELETE FROM exported WHERE id = old.id;
     END;
     DELETE FROM exported WHERE id NOT IN (SELECT id FROM memories);",
+    // 11: the audit log (`crate::audit`): one event per call that may change records,
+    // written in the change's transaction. Append-only: an update is refused; events go only
+    // by `spine audit prune` (and `--audit-retention`), oldest first. `record_ids` is a JSON
+    // array of ids; `at` is microseconds since the epoch.
+    "CREATE TABLE audit_events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        at INTEGER NOT NULL,
+        actor TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        lane TEXT NOT NULL,
+        client TEXT NOT NULL,
+        action TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        record_ids TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        trace_id TEXT NOT NULL
+    );
+    CREATE INDEX audit_events_at ON audit_events(at);
+    CREATE TRIGGER audit_events_append_only BEFORE UPDATE ON audit_events BEGIN
+        SELECT RAISE(ABORT, 'the audit log is append-only');
+    END;",
 ];

@@ -6,6 +6,7 @@ use spine_core::{
     EpochSeconds, IdRef, Memory, RecordId, SCHEMA_VERSION, Scope, ShortId, Timestamp,
 };
 
+use super::audit;
 use super::query::*;
 use super::rows::*;
 use super::*;
@@ -15,8 +16,9 @@ use crate::fields::markers;
 use crate::nearest::{Scored, neighbours};
 use crate::predicate::writable_at;
 use crate::{
-    Access, Adjacent, Embedding, Filter, Gate, IdempotencyEntry, NearestQuery, Neighbour, Order,
-    Page, Result, Selection, Shared, Store, SupersedeRejection, TagCount,
+    Access, Adjacent, AuditEvent, AuditQuery, Embedding, Filter, Gate, IdempotencyEntry,
+    NearestQuery, Neighbour, Order, Page, Result, Selection, Shared, Store, SupersedeRejection,
+    TagCount,
 };
 
 /// [`Store::nearest`] without the index ([`SqliteStore::search_without_loading`]): every
@@ -67,13 +69,15 @@ fn answer(
 }
 
 impl Store for SqliteStore {
-    fn insert(&self, m: &Memory, embedding: Embedding<'_>) -> Result<()> {
+    fn insert(&self, access: &Access, m: &Memory, embedding: Embedding<'_>) -> Result<()> {
         let body = encode(m)?;
         self.write(|tx| {
             let rowid = write_row(tx, m, &body)?;
             write_vector(tx, rowid, embedding)?;
-            Ok(())
-        })
+            audit::record(tx, access, [(m.id, m.scope.as_str().to_owned())])
+        })?;
+        access.recorded();
+        Ok(())
     }
 
     fn insert_batch(&self, items: &[(Memory, Embedding<'_>)]) -> Result<()> {
@@ -119,7 +123,7 @@ impl Store for SqliteStore {
         let mut w = Where::default();
         w.and("m.id = ?", [Value::Text(m.id.to_string())]);
         w.owned(access);
-        self.write(|tx| {
+        let replaced = self.write(|tx| {
             let owned: Option<i64> = tx
                 .prepare_cached(&format!("SELECT m.rowid FROM memories m WHERE {}", w.sql))?
                 .query_row(params_from_iter(w.params), |r| r.get(0))
@@ -131,8 +135,13 @@ impl Store for SqliteStore {
             if let Some(e) = embedding {
                 write_vector(tx, rowid, e)?;
             }
+            audit::record(tx, access, [(m.id, m.scope.as_str().to_owned())])?;
             Ok(true)
-        })
+        })?;
+        if replaced {
+            access.recorded();
+        }
+        Ok(replaced)
     }
 
     /// Commits without waiting for the flush (module docs, "Durability"): the next write's
@@ -156,14 +165,14 @@ impl Store for SqliteStore {
         let mut w = Where::default();
         w.and("m.id = ?", [Value::Text(id.to_string())]);
         w.owned(access);
-        Ok(self.write(|conn| delete_where(conn, w))? > 0)
+        Ok(self.delete_recorded(access, w)? > 0)
     }
 
     fn delete_scope(&self, access: &Access, scope: &Scope) -> Result<u64> {
         let mut w = Where::default();
         w.and("m.scope = ?", [Value::Text(scope.as_str().to_owned())]);
         w.owned(access);
-        self.write(|conn| delete_where(conn, w))
+        self.delete_recorded(access, w)
     }
 
     fn nearest(&self, q: &NearestQuery<'_>) -> Result<Vec<Neighbour>> {
@@ -262,7 +271,7 @@ impl Store for SqliteStore {
         idempotency: Option<&IdempotencyEntry>,
     ) -> Result<std::result::Result<(), SupersedeRejection>> {
         let body = encode(new)?;
-        self.write(|tx| {
+        let outcome = self.write(|tx| {
             let mut check = tx.prepare_cached(&format!(
                 "SELECT m.category, m.superseded_by IS NOT NULL FROM memories m
                  WHERE m.id = ?1 AND {}",
@@ -296,8 +305,16 @@ impl Store for SqliteStore {
                     ],
                 )?;
             }
+            // The new record's scope stands for the change's (its targets may lie elsewhere).
+            let scope = new.scope.as_str();
+            let changed = std::iter::once(new.id).chain(targets.iter().copied());
+            audit::record(tx, access, changed.map(|id| (id, scope.to_owned())))?;
             Ok(Ok(()))
-        })
+        })?;
+        if outcome.is_ok() {
+            access.recorded();
+        }
+        Ok(outcome)
     }
 
     fn idempotency(&self, access: &Access, key: &str) -> Result<Option<IdempotencyEntry>> {
@@ -315,41 +332,53 @@ impl Store for SqliteStore {
         ids: &[RecordId],
         at: Option<EpochSeconds>,
     ) -> Result<Vec<bool>> {
-        self.write(|tx| {
+        let flips = self.write(|tx| {
             let mut out = Vec::with_capacity(ids.len());
+            let mut changed = Vec::new();
             {
                 let mut stmt = match at {
                     Some(_) => tx.prepare_cached(&format!(
                         "UPDATE memories AS m SET archived_at = ?1,
                             body = json_set(body, '$.archived_at', ?2, {STAMP_VERSION})
-                         WHERE m.id = ?4 AND {} AND m.archived_at IS NULL",
+                         WHERE m.id = ?4 AND {} AND m.archived_at IS NULL RETURNING scope",
                         writable_at(access, "?5")
                     ))?,
                     None => tx.prepare_cached(&format!(
                         "UPDATE memories AS m SET archived_at = NULL,
                             body = json_set(json_remove(body, '$.archived_at'), {STAMP_VERSION})
-                         WHERE m.id = ?2 AND {} AND m.archived_at IS NOT NULL",
+                         WHERE m.id = ?2 AND {} AND m.archived_at IS NOT NULL RETURNING scope",
                         writable_at(access, "?3")
                     ))?,
                 };
                 for id in ids {
-                    let n = match at {
-                        Some(t) => stmt.execute(params![
-                            t.as_secs(),
-                            t.to_rfc3339(),
-                            SCHEMA_VERSION,
-                            id.to_string(),
-                            access.owner
-                        ])?,
-                        None => {
-                            stmt.execute(params![SCHEMA_VERSION, id.to_string(), access.owner])?
-                        }
-                    };
-                    out.push(n > 0);
+                    let scope: Option<String> = match at {
+                        Some(t) => stmt.query_row(
+                            params![
+                                t.as_secs(),
+                                t.to_rfc3339(),
+                                SCHEMA_VERSION,
+                                id.to_string(),
+                                access.owner
+                            ],
+                            |r| r.get(0),
+                        ),
+                        None => stmt.query_row(
+                            params![SCHEMA_VERSION, id.to_string(), access.owner],
+                            |r| r.get(0),
+                        ),
+                    }
+                    .optional()?;
+                    out.push(scope.is_some());
+                    changed.extend(scope.map(|s| (*id, s)));
                 }
             }
+            audit::record(tx, access, changed)?;
             Ok(out)
-        })
+        })?;
+        if flips.contains(&true) {
+            access.recorded();
+        }
+        Ok(flips)
     }
 
     fn sharing(
@@ -467,6 +496,18 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
+    fn append_audit(&self, event: &AuditEvent) -> Result<()> {
+        self.write(|tx| audit::append(tx, event))
+    }
+
+    fn audit_events(&self, q: &AuditQuery) -> Result<Vec<AuditEvent>> {
+        audit::list(&*self.read()?, q)
+    }
+
+    fn prune_audit(&self, before: Timestamp) -> Result<u64> {
+        self.write(|tx| audit::prune(tx, before))
+    }
+
     fn set_vector(&self, id: &RecordId, embedding: Embedding<'_>) -> Result<bool> {
         self.write(|tx| {
             let rowid: Option<i64> = tx
@@ -480,5 +521,21 @@ impl Store for SqliteStore {
             write_vector(tx, rowid, embedding)?;
             Ok(true)
         })
+    }
+}
+
+impl SqliteStore {
+    /// Deletes the records `w` matches, writing the change's audit event with it: how many.
+    fn delete_recorded(&self, access: &Access, w: Where) -> Result<u64> {
+        let n = self.write(|tx| {
+            let gone = delete_where(tx, w)?;
+            let n = gone.len() as u64;
+            audit::record(tx, access, gone)?;
+            Ok(n)
+        })?;
+        if n > 0 {
+            access.recorded();
+        }
+        Ok(n)
     }
 }

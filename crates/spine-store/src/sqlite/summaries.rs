@@ -110,7 +110,13 @@ mod tests {
             Timestamp::from_micros(created_at),
         );
         m.schema_version = 0;
-        store.insert(&m, Embedding { model: "test", vector: &[1.0, 0.0] }).unwrap();
+        store
+            .insert(
+                &crate::Access::operator(),
+                &m,
+                Embedding { model: "test", vector: &[1.0, 0.0] },
+            )
+            .unwrap();
         m
     }
 

@@ -235,7 +235,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SqliteStore::open(dir.path()).unwrap();
         let insert = |m: &Memory| {
-            store.insert(m, Embedding { model: "m", vector: &[1.0, 0.0] }).unwrap();
+            store
+                .insert(
+                    &crate::Access::operator(),
+                    m,
+                    Embedding { model: "m", vector: &[1.0, 0.0] },
+                )
+                .unwrap();
         };
         let (a, b, c) = (note("a"), note("b"), note("c"));
         insert(&a);

@@ -276,7 +276,9 @@ mod tests {
     fn import_refuses_a_short_id_held_by_another_record() {
         let (_dir, store) = open();
         let held = record("held");
-        store.insert(&held, Embedding { model: "m", vector: &[1.0] }).unwrap();
+        store
+            .insert(&crate::Access::operator(), &held, Embedding { model: "m", vector: &[1.0] })
+            .unwrap();
         let mut clash = record("clash");
         clash.short_id = held.short_id.clone();
         let body = encode(&clash).unwrap();
@@ -296,7 +298,9 @@ mod tests {
         later.not_after = Some(EpochSeconds::from_secs(101));
         let open_ended = record("no window");
         for m in [&at, &later, &open_ended] {
-            store.insert(m, Embedding { model: "m", vector: &[1.0] }).unwrap();
+            store
+                .insert(&crate::Access::operator(), m, Embedding { model: "m", vector: &[1.0] })
+                .unwrap();
         }
         let cutoff = EpochSeconds::from_secs(100);
         assert_eq!(store.count_expired(cutoff).unwrap(), 1);
@@ -312,7 +316,9 @@ mod tests {
         let (_dir, store) = open();
         let mut old = record("old");
         old.schema_version = 0;
-        store.insert(&old, Embedding { model: "m", vector: &[1.0] }).unwrap();
+        store
+            .insert(&crate::Access::operator(), &old, Embedding { model: "m", vector: &[1.0] })
+            .unwrap();
         let newer = record("newer");
         let mut newer_body = encode(&newer).unwrap().replace(
             &format!("\"schema_version\":{SCHEMA_VERSION}"),

@@ -5,6 +5,7 @@
 //! through the store's change log), shows a progress bar on a terminal and plain lines
 //! otherwise, and prints either human text or, with `--json`, one JSON document on stdout.
 
+pub mod audit;
 pub mod export;
 pub mod import;
 pub mod migrate;

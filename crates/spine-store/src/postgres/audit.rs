@@ -1,0 +1,158 @@
+//! The audit log on PostgreSQL ([`crate::audit`]): the `audit_events` table (migration 8).
+//!
+//! A change made in one statement carries its event in that statement: the change becomes
+//! the first query of a data-modifying CTE, and the event is inserted from the rows it
+//! returns ([`recorded_sql`]), so the two commit together with no extra round trip. A change
+//! made in a transaction inserts its event in it ([`append`]).
+
+use deadpool_postgres::GenericClient;
+use spine_core::Timestamp;
+use spine_core::audit::Lane;
+use tokio_postgres::Row;
+
+use super::query::{Param, Where};
+use crate::audit::{AuditEvent, AuditQuery};
+use crate::codec::parse_id;
+use crate::{Result, StoreError};
+
+/// The columns an event is written as, in [`event_params`]' order for the first seven.
+const COLUMNS: &str =
+    "at, actor, owner, lane, client, action, trace_id, scope, record_ids, outcome";
+
+/// The event's own values, as the parameters [`recorded_sql`] takes: at, actor, owner, lane,
+/// client, action, trace id.
+pub(super) fn event_params(e: &AuditEvent) -> Vec<Param> {
+    vec![
+        Box::new(e.at.as_micros()),
+        Box::new(e.actor.clone()),
+        Box::new(e.owner.clone()),
+        Box::new(e.lane.as_str().to_owned()),
+        Box::new(e.client.clone()),
+        Box::new(e.action.clone()),
+        Box::new(e.trace_id.clone()),
+    ]
+}
+
+/// [`event_params`] bound into `w`: their placeholders.
+pub(super) fn bind_event(w: &mut Where, e: &AuditEvent) -> Vec<String> {
+    vec![
+        w.bind(e.at.as_micros()),
+        w.bind(e.actor.clone()),
+        w.bind(e.owner.clone()),
+        w.bind(e.lane.as_str().to_owned()),
+        w.bind(e.client.clone()),
+        w.bind(e.action.clone()),
+        w.bind(e.trace_id.clone()),
+    ]
+}
+
+/// The placeholders of [`event_params`] appended after `before` other parameters.
+pub(super) fn placeholders_after(before: usize) -> Vec<String> {
+    (before + 1..=before + 7).map(|i| format!("${i}")).collect()
+}
+
+/// `change` — one statement writing `memories` that ends `RETURNING id, scope` — with the
+/// event of what it changed written by the same statement: the event's values from the
+/// parameters `at` names ([`event_params`]' order), its records and scope from the rows the
+/// change returns, and no event when it changed nothing. Answers one row (`id`) per changed
+/// record.
+pub(super) fn recorded_sql(change: &str, at: &[String]) -> String {
+    let [t, actor, owner, lane, client, action, trace] = at else {
+        unreachable!("an event has seven parameters, not {}", at.len())
+    };
+    format!(
+        "WITH changed AS ({change}),
+         logged AS (
+             INSERT INTO audit_events ({COLUMNS})
+             SELECT {t}::bigint, {actor}::text, {owner}::text, {lane}::text, {client}::text,
+                 {action}::text, {trace}::text,
+                 CASE WHEN count(DISTINCT scope) = 1 THEN min(scope) ELSE '' END,
+                 array_agg(id ORDER BY id), 'ok'
+             FROM changed HAVING count(*) > 0
+         )
+         SELECT id FROM changed"
+    )
+}
+
+/// Appends `e` through `client` (in a change's transaction, or on its own).
+pub(super) async fn append<C: GenericClient>(client: &C, e: &AuditEvent) -> Result<()> {
+    let ids: Vec<String> = e.record_ids.iter().map(|id| id.to_string()).collect();
+    let stmt = client
+        .prepare_cached(&format!(
+            "INSERT INTO audit_events ({COLUMNS})
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        ))
+        .await?;
+    client
+        .execute(
+            &stmt,
+            &[
+                &e.at.as_micros(),
+                &e.actor,
+                &e.owner,
+                &e.lane.as_str(),
+                &e.client,
+                &e.action,
+                &e.trace_id,
+                &e.scope,
+                &ids,
+                &e.outcome,
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
+/// The statement listing the events `q` selects, newest first.
+pub(super) fn list_sql(q: &AuditQuery) -> (String, Where) {
+    let mut w = Where::default();
+    if let Some(t) = q.since {
+        let p = w.bind(t.as_micros());
+        w.push(&format!("at >= {p}"));
+    }
+    if let Some(t) = q.until {
+        let p = w.bind(t.as_micros());
+        w.push(&format!("at < {p}"));
+    }
+    if let Some(a) = &q.actor {
+        let p = w.bind(a.clone());
+        w.push(&format!("actor = {p}"));
+    }
+    if let Some(id) = &q.record {
+        let p = w.bind(id.to_string());
+        w.push(&format!("{p} = ANY(record_ids)"));
+    }
+    if let Some(s) = &q.scope {
+        let p = w.bind(s.clone());
+        w.push(&format!("scope = {p}"));
+    }
+    if let Some(a) = &q.action {
+        let p = w.bind(a.clone());
+        w.push(&format!("action = {p}"));
+    }
+    let limit = w.bind(i64::try_from(q.limit).unwrap_or(i64::MAX));
+    let sql = format!(
+        "SELECT {COLUMNS} FROM audit_events WHERE {} ORDER BY at DESC, seq DESC LIMIT {limit}",
+        w.sql
+    );
+    (sql, w)
+}
+
+/// An event read back from a row of [`list_sql`].
+pub(super) fn read_event(r: &Row) -> Result<AuditEvent> {
+    let lane: String = r.try_get(3)?;
+    let ids: Vec<String> = r.try_get(8)?;
+    Ok(AuditEvent {
+        at: Timestamp::from_micros(r.try_get(0)?),
+        actor: r.try_get(1)?,
+        owner: r.try_get(2)?,
+        lane: Lane::parse(&lane)
+            .ok_or_else(|| StoreError::Corrupt(format!("audit event lane {lane:?}")))?,
+        client: r.try_get(4)?,
+        action: r.try_get(5)?,
+        trace_id: r.try_get(6)?,
+        scope: r.try_get(7)?,
+        record_ids: ids.iter().map(|id| parse_id(id)).collect::<Result<_>>()?,
+        outcome: r.try_get(9)?,
+    })
+}

@@ -1,0 +1,111 @@
+//! The audit log on SQLite ([`crate::audit`]): the `audit_events` table (migration 11).
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, params, params_from_iter};
+use spine_core::audit::Lane;
+use spine_core::{RecordId, Timestamp};
+
+use crate::audit::{AuditEvent, AuditQuery};
+use crate::codec::parse_id;
+use crate::{Access, Result, StoreError};
+
+/// Appends `e` through `conn`: inside a write's transaction, with its change.
+pub(super) fn append(conn: &Connection, e: &AuditEvent) -> Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO audit_events
+            (at, actor, owner, lane, client, action, scope, record_ids, outcome, trace_id)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+    )?
+    .execute(params![
+        e.at.as_micros(),
+        e.actor,
+        e.owner,
+        e.lane.as_str(),
+        e.client,
+        e.action,
+        e.scope,
+        e.ids_json(),
+        e.outcome,
+        e.trace_id,
+    ])?;
+    Ok(())
+}
+
+/// Writes the event of a change `access` attributes, over the records it `changed` (with
+/// their scopes), in the change's transaction: whether it wrote one (nothing changed, or no
+/// attribution: none).
+pub(super) fn record(
+    conn: &Connection,
+    access: &Access,
+    changed: impl IntoIterator<Item = (RecordId, String)>,
+) -> Result<bool> {
+    match AuditEvent::of_change(access, changed) {
+        Some(e) => append(conn, &e).map(|()| true),
+        None => Ok(false),
+    }
+}
+
+/// The events `q` selects, newest first (by time, then by the order they were written).
+pub(super) fn list(conn: &Connection, q: &AuditQuery) -> Result<Vec<AuditEvent>> {
+    let mut sql = String::from(
+        "SELECT at, actor, owner, lane, client, action, scope, record_ids, outcome, trace_id
+         FROM audit_events WHERE 1 = 1",
+    );
+    let mut p: Vec<Value> = Vec::new();
+    let mut and = |clause: &str, v: Value| {
+        sql.push_str(" AND ");
+        sql.push_str(clause);
+        p.push(v);
+    };
+    if let Some(t) = q.since {
+        and("at >= ?", Value::Integer(t.as_micros()));
+    }
+    if let Some(t) = q.until {
+        and("at < ?", Value::Integer(t.as_micros()));
+    }
+    if let Some(a) = &q.actor {
+        and("actor = ?", Value::Text(a.clone()));
+    }
+    if let Some(id) = &q.record {
+        and(
+            "EXISTS (SELECT 1 FROM json_each(record_ids) WHERE value = ?)",
+            Value::Text(id.to_string()),
+        );
+    }
+    if let Some(s) = &q.scope {
+        and("scope = ?", Value::Text(s.clone()));
+    }
+    if let Some(a) = &q.action {
+        and("action = ?", Value::Text(a.clone()));
+    }
+    sql.push_str(" ORDER BY at DESC, seq DESC LIMIT ?");
+    p.push(Value::Integer(i64::try_from(q.limit).unwrap_or(i64::MAX)));
+    let mut stmt = conn.prepare(&sql)?;
+    let mut rows = stmt.query(params_from_iter(p))?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let lane: String = r.get(3)?;
+        let ids: String = r.get(7)?;
+        let ids: Vec<String> = serde_json::from_str(&ids)
+            .map_err(|e| StoreError::Corrupt(format!("audit event record_ids: {e}")))?;
+        out.push(AuditEvent {
+            at: Timestamp::from_micros(r.get(0)?),
+            actor: r.get(1)?,
+            owner: r.get(2)?,
+            lane: Lane::parse(&lane)
+                .ok_or_else(|| StoreError::Corrupt(format!("audit event lane {lane:?}")))?,
+            client: r.get(4)?,
+            action: r.get(5)?,
+            scope: r.get(6)?,
+            record_ids: ids.iter().map(|id| parse_id(id)).collect::<Result<_>>()?,
+            outcome: r.get(8)?,
+            trace_id: r.get(9)?,
+        });
+    }
+    Ok(out)
+}
+
+/// Removes the events written before `before`: how many.
+pub(super) fn prune(conn: &Connection, before: Timestamp) -> Result<u64> {
+    Ok(conn.execute("DELETE FROM audit_events WHERE at < ?1", [before.as_micros()])? as u64)
+}
