@@ -229,3 +229,47 @@ fn the_audit_log_refuses_updates() {
     assert!(refused.unwrap_err().to_string().contains("append-only"));
     assert_eq!(every_event(&store)[0].actor, "alice");
 }
+
+#[test]
+fn an_operator_handle_writes_one_event_per_transaction_that_changes_records() {
+    on_both(|s| {
+        let mut expired = record(SCOPE, "Freeze until Friday.", "alice", 1_800_000_000);
+        expired.not_after = Some(EpochSeconds::from_secs(1_800_000_500));
+        let kept = record(OTHER, "Use rustls.", "bob", 1_800_000_001);
+        for m in [&expired, &kept] {
+            s.insert(&Access::operator(), m, E).unwrap();
+        }
+        // Unattributed, an operator handle's changes write nothing.
+        assert!(s.set_vector(&kept.id, E).unwrap());
+        assert!(every_event(s).is_empty());
+
+        let access = Access::operator()
+            .audited("ops", Audit::new(Lane::Operator, "prune-expired", "spine/test"));
+        s.audit_as(access.clone());
+        let cutoff = EpochSeconds::from_secs(1_800_001_000);
+        assert_eq!(s.delete_expired(&[kept.id], cutoff).unwrap(), [false]);
+        assert!(every_event(s).is_empty(), "a transaction that changed nothing");
+        assert!(!access.audit().unwrap().was_recorded());
+        assert_eq!(s.delete_expired(&[expired.id, kept.id], cutoff).unwrap(), [true, false]);
+        assert!(s.set_vector(&kept.id, E).unwrap());
+        assert!(access.audit().unwrap().was_recorded());
+        let events = every_event(s);
+        assert_eq!(events.len(), 2, "{events:?}");
+        let (vector, delete) = (&events[0], &events[1]);
+        assert_eq!(
+            (delete.record_ids.as_slice(), delete.scope.as_str()),
+            (&[expired.id][..], SCOPE)
+        );
+        assert_eq!((vector.record_ids.as_slice(), vector.scope.as_str()), (&[kept.id][..], OTHER));
+        for e in &events {
+            assert_eq!(
+                (e.lane, e.action.as_str(), e.actor.as_str()),
+                (Lane::Operator, "prune-expired", "ops")
+            );
+            assert_eq!(
+                (e.owner.as_str(), e.client.as_str(), e.outcome.as_str()),
+                ("", "spine/test", "ok")
+            );
+        }
+    });
+}

@@ -168,7 +168,15 @@ async fn run() -> Result<()> {
         Command::Import(args) => import(common, args).await,
         Command::PruneExpired(args) => {
             let store = operator_store(&common, true)?;
-            blocking("prune-expired", move || ops::prune::run(store.as_ref(), &args)).await
+            blocking("prune-expired", move || {
+                if !args.apply {
+                    return ops::prune::run(store.as_ref(), &args);
+                }
+                let audit = ops::audit::Operator::new("prune-expired");
+                audit.attach(store.as_ref());
+                audit.finish(store.as_ref(), ops::prune::run(store.as_ref(), &args))
+            })
+            .await
         }
         Command::Audit(args) => {
             let store = operator_store(&common, true)?;
@@ -176,7 +184,12 @@ async fn run() -> Result<()> {
         }
         Command::Migrate(args) => {
             let store = operator_store(&common, true)?;
-            blocking("migrate", move || ops::migrate::run(store.as_ref(), &args)).await
+            blocking("migrate", move || {
+                let audit = ops::audit::Operator::new("migrate");
+                audit.attach(store.as_ref());
+                audit.finish(store.as_ref(), ops::migrate::run(store.as_ref(), &args))
+            })
+            .await
         }
         Command::SpineReview(args) => spine_review(common, args).await,
         Command::Hook(_) => unreachable!("handled above"),
@@ -365,8 +378,11 @@ async fn reindex(common: Common, batch: usize) -> Result<()> {
     let store = operator_store(&common, false)?;
     let model_dir = model_dir(&common);
     blocking("reindex", move || {
-        let embedder = embedder::build(&common.embedder, &model_dir)?;
-        ops::reindex::run(store.as_ref(), embedder.as_ref(), batch)
+        let audit = ops::audit::Operator::new("reindex");
+        audit.attach(store.as_ref());
+        let run = embedder::build(&common.embedder, &model_dir)
+            .and_then(|embedder| ops::reindex::run(store.as_ref(), embedder.as_ref(), batch));
+        audit.finish(store.as_ref(), run)
     })
     .await
 }
@@ -377,7 +393,17 @@ async fn summarize_missing(common: &Common, args: ops::summarize::SummarizeArgs)
     let store = operator_store(common, true)?;
     // Installed here, on the runtime, before any record is touched.
     let stop = ops::stop::Stop::install(args.timeout)?;
-    exit_unless_zero(blocking("summarize-missing", move || plan.run(store.as_ref(), &stop)).await?)
+    let audit = (!args.dry_run).then(|| ops::audit::Operator::new("summarize-missing"));
+    exit_unless_zero(
+        blocking("summarize-missing", move || match audit {
+            None => plan.run(store.as_ref(), &stop),
+            Some(audit) => {
+                audit.attach(store.as_ref());
+                audit.finish(store.as_ref(), plan.run(store.as_ref(), &stop))
+            }
+        })
+        .await?,
+    )
 }
 
 /// `spine export`.
@@ -394,8 +420,24 @@ async fn export(common: &Common, args: ops::export::ExportArgs) -> Result<()> {
 async fn import(common: Common, args: ops::import::ImportArgs) -> Result<()> {
     let model_dir = model_dir(&common);
     blocking("import", move || {
-        let open = || operator_store(&common, false);
-        ops::import::run(open, &common.embedder, &model_dir, &args)
+        let audit = ops::audit::Operator::new("import");
+        let opened = std::cell::Cell::new(false);
+        let open = || {
+            let store = operator_store(&common, false)?;
+            audit.attach(store.as_ref());
+            opened.set(true);
+            Ok(store)
+        };
+        let run = ops::import::run(open, &common.embedder, &model_dir, &args);
+        // A run that stopped before it opened the store (an unreadable file) never reached
+        // it, and leaves no event there.
+        if !opened.get() {
+            return run;
+        }
+        match operator_store(&common, false) {
+            Ok(store) => audit.finish(store.as_ref(), run),
+            Err(e) => run.and(Err(e)),
+        }
     })
     .await
 }
@@ -405,9 +447,16 @@ async fn spine_review(common: Common, args: ops::review::ReviewArgs) -> Result<(
     let plan = ops::review::Plan::new(args)?;
     let store = operator_store(&common, true)?;
     let model_dir = model_dir(&common);
-    let failed =
-        blocking("spine-review", move || plan.run(store.as_ref(), &model_dir, &common.embedder))
-            .await?;
+    let failed = blocking("spine-review", move || match plan.audited_action() {
+        None => plan.run(store.as_ref(), &model_dir, &common.embedder),
+        Some(action) => {
+            let audit = ops::audit::Operator::new(action);
+            audit.attach(store.as_ref());
+            let run = plan.run(store.as_ref(), &model_dir, &common.embedder);
+            audit.finish(store.as_ref(), run)
+        }
+    })
+    .await?;
     if failed {
         ops::review::flush();
         std::process::exit(1);

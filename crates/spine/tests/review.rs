@@ -523,6 +523,15 @@ async fn purge_previews_in_words_then_deletes_the_record_with_its_rows() {
     assert_eq!(applied["outcomes"], json!([{"id": exported.id.to_string(), "deleted": true}]));
     assert!(store.get_many(&[exported.id]).unwrap().is_empty());
     assert_eq!(store.get_many(&[unexported.id]).unwrap().len(), 1);
+    // The purge is in the audit log, as the operator's, with the record it deleted; the
+    // preview before it left nothing there.
+    let q = spine_store::AuditQuery { limit: 100, ..Default::default() };
+    let events = store.audit_events(&q).unwrap();
+    let purges: Vec<_> =
+        events.iter().filter(|e| e.lane == spine_core::audit::Lane::Operator).collect();
+    assert_eq!(purges.len(), 1, "{events:?}");
+    assert_eq!((purges[0].action.as_str(), purges[0].outcome.as_str()), ("purge", "ok"));
+    assert_eq!(purges[0].record_ids, [exported.id]);
     for table in ["memory_tags", "vectors"] {
         let n: i64 = conn
             .query_row(&format!("SELECT COUNT(*) FROM {table} WHERE memory = ?1"), [rowid], |r| {

@@ -300,6 +300,14 @@ async fn records_exported_without_vectors_are_embedded_on_import() {
     let s = ok_run(c.path(), &["import", bare.to_str().unwrap(), "--json"]).await.json();
     assert_eq!((s["imported"].as_u64(), s["embedded"].as_u64()), (Some(5), Some(5)));
     assert_eq!(s["embedders"], json!({ BUILTIN: 5 }));
+    // The import is one operator event naming the five records it wrote.
+    let events = operator_events(c.path()).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        (events[0]["action"].as_str(), events[0]["outcome"].as_str()),
+        (Some("import"), Some("ok"))
+    );
+    assert_eq!(events[0]["record_ids"].as_array().unwrap().len(), 5);
     let (source, copy) = (open(a.path()), open(c.path()));
     for line in &with_vectors[1..6] {
         let id = RecordId::parse(&record_id(line)).unwrap();
@@ -313,6 +321,13 @@ async fn records_exported_without_vectors_are_embedded_on_import() {
         again.stdout.lines().skip(1).collect::<Vec<_>>(),
         bare_lines[1..].iter().map(String::as_str).collect::<Vec<_>>()
     );
+}
+
+/// The operator lane's audit events in `data`'s store, newest first.
+async fn operator_events(data: &std::path::Path) -> Vec<Value> {
+    let all = ok_run(data, &["audit", "--json", "--limit", "1000"]).await.json();
+    let events = all["events"].as_array().unwrap();
+    events.iter().filter(|e| e["lane"] == "operator").cloned().collect()
 }
 
 fn rfc3339_ago(secs: i64) -> String {
@@ -398,6 +413,17 @@ async fn prune_expired_previews_then_deletes_exactly_what_it_listed_while_a_serv
     assert_eq!(applied["by_scope"], graced["by_scope"]);
     assert_eq!(applied["changed_meanwhile"], json!([]));
     assert_eq!(open(d.path()).count_records(None).unwrap(), total - 3);
+    // Previews leave no event; the applying run leaves one naming what it deleted.
+    let events = operator_events(d.path()).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0]["action"], "prune-expired");
+    let named: BTreeSet<String> = events[0]["record_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(named, long_ago);
 
     // The running server sees the deletions at once.
     for id in &long_ago {

@@ -32,7 +32,7 @@ pub use review::{
     VectorStamp, VerifyPage, Violation, record_digest,
 };
 
-use crate::{Embedding, Result, Store};
+use crate::{Access, Embedding, Result, Store};
 
 /// One page of a walk in insertion order: the records of `scope` (or of every scope) after
 /// position `after` (the last row of the previous page; 0 to start), at most `limit`.
@@ -54,6 +54,12 @@ impl<T: TransferStore + SummaryStore + ReviewStore> OperatorStore for T {}
 /// Bulk reads and writes: `spine export`, `import`, `prune-expired`, `migrate`, and the
 /// extract-before-delete gate's bookkeeping.
 pub trait TransferStore: Store {
+    /// Records every change this store handle makes from now on under `access`'s
+    /// attribution (an operator command: [`Access::operator`]`.audited(..)`): each write
+    /// method below, and [`Store::set_vector`], writes one audit event per transaction it
+    /// commits, in that transaction. Set once per handle; a second call is ignored.
+    fn audit_as(&self, access: Access);
+
     /// How many records there are, in `scope` or in all.
     fn count_records(&self, scope: Option<&Scope>) -> Result<u64>;
 

@@ -6,9 +6,10 @@
 //! made in a transaction inserts its event in it ([`append`]).
 
 use deadpool_postgres::GenericClient;
-use spine_core::Timestamp;
 use spine_core::audit::Lane;
+use spine_core::{RecordId, Timestamp};
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
 use super::query::{Param, Where};
 use crate::audit::{AuditEvent, AuditQuery};
@@ -155,4 +156,65 @@ pub(super) fn read_event(r: &Row) -> Result<AuditEvent> {
         record_ids: ids.iter().map(|id| parse_id(id)).collect::<Result<_>>()?,
         outcome: r.try_get(9)?,
     })
+}
+
+/// The scope of each of `ids` still present, as `client` sees them (an operator change reads
+/// them before a delete, after an insert or update).
+pub(super) async fn scoped<C: GenericClient>(
+    client: &C,
+    ids: &[RecordId],
+) -> Result<Vec<(RecordId, String)>> {
+    if ids.is_empty() {
+        return Ok(vec![]);
+    }
+    let keys: Vec<String> = ids.iter().map(RecordId::to_string).collect();
+    let rows = client
+        .query("SELECT id, scope FROM memories WHERE id = ANY($1) ORDER BY id", &[&keys])
+        .await?;
+    rows.iter().map(|r| Ok((parse_id(r.try_get(0)?)?, r.try_get(1)?))).collect()
+}
+
+impl super::PgStore {
+    /// Writes the event of an operator command's change through `client`, in the change's
+    /// transaction, when this handle has an attribution ([`crate::TransferStore::audit_as`]):
+    /// whether it wrote one.
+    pub(super) async fn record_operator<C: GenericClient>(
+        &self,
+        client: &C,
+        changed: Vec<(RecordId, String)>,
+    ) -> Result<bool> {
+        let Some(e) = self.operator_audit.get().and_then(|a| AuditEvent::of_change(a, changed))
+        else {
+            return Ok(false);
+        };
+        append(client, &e).await?;
+        Ok(true)
+    }
+
+    /// Notes, once its transaction committed, that an operator change wrote its event.
+    pub(super) fn operator_recorded(&self, wrote: bool) {
+        if let (true, Some(access)) = (wrote, self.operator_audit.get()) {
+            access.recorded();
+        }
+    }
+
+    /// `change` — one statement ending `RETURNING id, scope`, with `params` — and, when this
+    /// handle has an operator attribution, its event in the same statement
+    /// ([`recorded_sql`]): how many records it changed.
+    pub(super) fn change_recorded(
+        &self,
+        change: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64> {
+        let Some(e) = self.operator_audit.get().and_then(AuditEvent::attributed) else {
+            return Ok(self.query(change, params)?.len() as u64);
+        };
+        let at = placeholders_after(params.len());
+        let values = event_params(&e);
+        let mut all: Vec<&(dyn ToSql + Sync)> = params.to_vec();
+        all.extend(values.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)));
+        let n = self.query(&recorded_sql(change, &at), &all)?.len() as u64;
+        self.operator_recorded(n > 0);
+        Ok(n)
+    }
 }

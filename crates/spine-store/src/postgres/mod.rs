@@ -122,6 +122,9 @@ pub struct PgStore {
     deferring_indexes: AtomicBool,
     /// The filters whose searches go straight to the HNSW index for now.
     large_scans: nearest::LargeScans,
+    /// The attribution of the operator command this handle serves, if any
+    /// ([`crate::TransferStore::audit_as`]).
+    operator_audit: std::sync::OnceLock<crate::Access>,
 }
 
 impl Drop for PgStore {
@@ -169,6 +172,7 @@ impl PgStore {
             vector_indexes: Mutex::new(HashSet::new()),
             deferring_indexes: AtomicBool::new(false),
             large_scans: nearest::LargeScans::default(),
+            operator_audit: std::sync::OnceLock::new(),
         };
         store.migrate().map_err(|e| match e {
             StoreError::Unavailable(m) => {
@@ -251,11 +255,6 @@ impl PgStore {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>> {
         self.block(async { Ok(self.pool.get().await?.query_opt(sql, params).await?) })
-    }
-
-    /// One statement that writes, outside any transaction: how many rows it changed.
-    pub(crate) fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
-        self.block(async { Ok(self.pool.get().await?.execute(sql, params).await?) })
     }
 
     /// [`PgStore::query`] of a statement that finds its rows by a key (`id`, `short_id`, the

@@ -163,7 +163,7 @@ impl ReviewStore for PgStore {
             "UPDATE memories SET body = {} WHERE id = $2",
             stamp("jsonb_set(body::jsonb, '{supersedes}', $1::text::jsonb)")
         );
-        self.block(async {
+        let (outcomes, wrote) = self.block(async {
             let mut client = self.pool.get().await?;
             let tx = client.transaction().await?;
             // Locks every involved record (in id order: two writers cannot deadlock) and
@@ -181,9 +181,19 @@ impl ReviewStore for PgStore {
             for (successor, json) in &applied.supersedes {
                 tx.execute(link_sql.as_str(), &[json, &successor.to_string()]).await?;
             }
+            let changed: Vec<RecordId> = applied
+                .stamps
+                .iter()
+                .map(|(target, _)| *target)
+                .chain(applied.supersedes.iter().map(|(successor, _)| *successor))
+                .collect();
+            let changed = super::audit::scoped(&tx, &changed).await?;
+            let wrote = self.record_operator(&tx, changed).await?;
             tx.commit().await?;
-            Ok(applied.outcomes)
-        })
+            Ok::<_, StoreError>((applied.outcomes, wrote))
+        })?;
+        self.operator_recorded(wrote);
+        Ok(outcomes)
     }
 
     fn purge_plan(
@@ -215,7 +225,7 @@ impl ReviewStore for PgStore {
     ) -> Result<Vec<PurgeOutcome>> {
         let unique = dedup(listed);
         let keys: Vec<String> = unique.iter().map(RecordId::to_string).collect();
-        self.block(async {
+        let (out, wrote) = self.block(async {
             let mut client = self.pool.get().await?;
             let tx = client.transaction().await?;
             // READ COMMITTED: once the rows are locked, each statement below reads them (and
@@ -227,12 +237,17 @@ impl ReviewStore for PgStore {
             let gate = export_gate(&tx, &ids).await?;
             let predecessors = predecessors_by_successor(&tx, &ids).await?;
             let out = purge::outcomes(listed, selected, gate, &predecessors);
+            let deleted: Vec<RecordId> = out.iter().filter(|o| o.deleted).map(|o| o.id).collect();
+            let gone = super::audit::scoped(&tx, &deleted).await?;
             let delete = tx.prepare("DELETE FROM memories WHERE id = $1").await?;
-            for o in out.iter().filter(|o| o.deleted) {
-                tx.execute(&delete, &[&o.id.to_string()]).await?;
+            for id in &deleted {
+                tx.execute(&delete, &[&id.to_string()]).await?;
             }
+            let wrote = self.record_operator(&tx, gone).await?;
             tx.commit().await?;
-            Ok(out)
-        })
+            Ok::<_, StoreError>((out, wrote))
+        })?;
+        self.operator_recorded(wrote);
+        Ok(out)
     }
 }

@@ -539,8 +539,8 @@ impl Store for PgStore {
 
     fn set_vector(&self, id: &RecordId, embedding: Embedding<'_>) -> Result<bool> {
         self.ensure_vector_index(embedding.vector.len())?;
-        let n = self.execute(
-            "UPDATE memories SET model = $2, dims = $3, vec = $4 WHERE id = $1",
+        let n = self.change_recorded(
+            "UPDATE memories SET model = $2, dims = $3, vec = $4 WHERE id = $1 RETURNING id, scope",
             &[
                 &id.to_string(),
                 &embedding.model,

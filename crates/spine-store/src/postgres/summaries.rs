@@ -41,18 +41,22 @@ impl SummaryStore for PgStore {
             body = format!("{body} || jsonb_build_object('summary_egress_at', $5::text)");
         }
         let sql = format!(
-            "UPDATE memories m SET body = {} WHERE m.id = $3 AND m.body->>'content' = $4 AND {}",
+            "UPDATE memories m SET body = {} WHERE m.id = $3 AND m.body->>'content' = $4 AND {}
+             RETURNING m.id, m.scope",
             stamp(&format!("({body})")),
             no_summary(&Where::default())
         );
         let id = id.to_string();
         let egress = summary.egress_at.map(|t| t.to_rfc3339());
         let n = match &egress {
-            None => {
-                self.execute(&sql, &[&summary.summary, &summary.model, &id, &summarized_content])?
-            }
-            Some(at) => self
-                .execute(&sql, &[&summary.summary, &summary.model, &id, &summarized_content, at])?,
+            None => self.change_recorded(
+                &sql,
+                &[&summary.summary, &summary.model, &id, &summarized_content],
+            )?,
+            Some(at) => self.change_recorded(
+                &sql,
+                &[&summary.summary, &summary.model, &id, &summarized_content, at],
+            )?,
         };
         Ok(n > 0)
     }

@@ -102,6 +102,10 @@ impl TransferStore for PgStore {
         Ok(wanted.iter().map(|id| found.contains(id)).collect())
     }
 
+    fn audit_as(&self, access: crate::Access) {
+        let _ = self.operator_audit.set(access);
+    }
+
     fn import_batch(&self, records: &[ImportRecord<'_>]) -> Result<Vec<ImportOutcome>> {
         let mut sizes: Vec<usize> =
             records.iter().filter_map(|r| r.vector.map(|v| v.vector.len())).collect();
@@ -109,10 +113,11 @@ impl TransferStore for PgStore {
         for dims in sizes {
             self.ensure_vector_index(dims)?;
         }
-        self.block(async {
+        let (out, wrote) = self.block(async {
             let mut client = self.pool.get().await?;
             let tx = client.transaction().await?;
             let mut out = Vec::with_capacity(records.len());
+            let mut imported = Vec::new();
             for r in records {
                 let id = r.memory.id.to_string();
                 if tx.query_opt("SELECT 1 FROM memories WHERE id = $1", &[&id]).await?.is_some() {
@@ -130,11 +135,15 @@ impl TransferStore for PgStore {
                     continue;
                 }
                 write_body(&tx, &r.memory, r.body.to_owned(), r.vector).await?;
+                imported.push((r.memory.id, r.memory.scope.as_str().to_owned()));
                 out.push(ImportOutcome::Imported);
             }
+            let wrote = self.record_operator(&tx, imported).await?;
             tx.commit().await?;
-            Ok(out)
-        })
+            Ok::<_, StoreError>((out, wrote))
+        })?;
+        self.operator_recorded(wrote);
+        Ok(out)
     }
 
     fn expired_page(
@@ -154,19 +163,28 @@ impl TransferStore for PgStore {
     fn delete_expired(&self, ids: &[RecordId], cutoff: EpochSeconds) -> Result<Vec<bool>> {
         let w = Where::expired(cutoff);
         // The condition binds the cutoff as $1; the id follows as $2.
-        let sql = format!("DELETE FROM memories AS m WHERE {} AND m.id = $2", w.sql);
-        self.block(async {
+        let sql =
+            format!("DELETE FROM memories AS m WHERE {} AND m.id = $2 RETURNING m.scope", w.sql);
+        let (out, wrote) = self.block(async {
             let mut client = self.pool.get().await?;
             let tx = client.transaction().await?;
             let stmt = tx.prepare(&sql).await?;
             let cutoff = cutoff.as_secs();
             let mut out = Vec::with_capacity(ids.len());
+            let mut gone = Vec::new();
             for id in ids {
-                out.push(tx.execute(&stmt, &[&cutoff, &id.to_string()]).await? > 0);
+                let row = tx.query_opt(&stmt, &[&cutoff, &id.to_string()]).await?;
+                out.push(row.is_some());
+                if let Some(row) = row {
+                    gone.push((*id, row.try_get::<_, String>(0)?));
+                }
             }
+            let wrote = self.record_operator(&tx, gone).await?;
             tx.commit().await?;
-            Ok(out)
-        })
+            Ok::<_, StoreError>((out, wrote))
+        })?;
+        self.operator_recorded(wrote);
+        Ok(out)
     }
 
     fn schema_versions(&self) -> Result<Vec<(u32, u64)>> {
@@ -179,7 +197,7 @@ impl TransferStore for PgStore {
     }
 
     fn migrate_page(&self, after: i64, limit: usize) -> Result<MigratePage> {
-        self.block(async {
+        let (page, wrote) = self.block(async {
             let mut client = self.pool.get().await?;
             let tx = client.transaction().await?;
             let rows = tx
@@ -192,16 +210,22 @@ impl TransferStore for PgStore {
             let update =
                 tx.prepare("UPDATE memories SET body = $1::text::json WHERE rowid = $2").await?;
             let mut page = MigratePage::default();
+            let mut migrated_ids = Vec::new();
             for r in &rows {
                 let rowid: i64 = r.get(0);
                 page.last_rowid = Some(rowid);
                 if let Some(migrated) = page.consider(r.get(1), r.get(2))? {
                     tx.execute(&update, &[&migrated, &rowid]).await?;
+                    migrated_ids.push(parse_id(r.get(1))?);
                 }
             }
+            let changed = super::audit::scoped(&tx, &migrated_ids).await?;
+            let wrote = self.record_operator(&tx, changed).await?;
             tx.commit().await?;
-            Ok(page)
-        })
+            Ok::<_, StoreError>((page, wrote))
+        })?;
+        self.operator_recorded(wrote);
+        Ok(page)
     }
 
     fn mark_exported(&self, records: &[Memory], file: &str, at: EpochSeconds) -> Result<()> {

@@ -1,7 +1,7 @@
 //! The audit log on SQLite ([`crate::audit`]): the `audit_events` table (migration 11).
 
 use rusqlite::types::Value;
-use rusqlite::{Connection, params, params_from_iter};
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use spine_core::audit::Lane;
 use spine_core::{RecordId, Timestamp};
 
@@ -108,4 +108,47 @@ pub(super) fn list(conn: &Connection, q: &AuditQuery) -> Result<Vec<AuditEvent>>
 /// Removes the events written before `before`: how many.
 pub(super) fn prune(conn: &Connection, before: Timestamp) -> Result<u64> {
     Ok(conn.execute("DELETE FROM audit_events WHERE at < ?1", [before.as_micros()])? as u64)
+}
+
+/// The scope of each of `ids` still present in `conn`'s view (an operator change reads them
+/// before a delete, after an insert or update).
+pub(super) fn scoped(conn: &Connection, ids: &[RecordId]) -> Result<Vec<(RecordId, String)>> {
+    let mut stmt = conn.prepare_cached("SELECT scope FROM memories WHERE id = ?1")?;
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(scope) =
+            stmt.query_row([id.to_string()], |r| r.get::<_, String>(0)).optional()?
+        {
+            out.push((*id, scope));
+        }
+    }
+    Ok(out)
+}
+
+impl super::SqliteStore {
+    /// Writes the event of an operator command's change through `conn`, in the change's
+    /// transaction, when this handle has an attribution ([`crate::TransferStore::audit_as`]):
+    /// whether it wrote one.
+    pub(super) fn record_operator(
+        &self,
+        conn: &Connection,
+        changed: Vec<(RecordId, String)>,
+    ) -> Result<bool> {
+        match self.operator_audit.get() {
+            Some(access) => record(conn, access, changed),
+            None => Ok(false),
+        }
+    }
+
+    /// Notes, once its transaction committed, that an operator change wrote its event.
+    pub(super) fn operator_recorded(&self, wrote: bool) {
+        if let (true, Some(access)) = (wrote, self.operator_audit.get()) {
+            access.recorded();
+        }
+    }
+
+    /// [`crate::TransferStore::audit_as`].
+    pub(super) fn set_operator_audit(&self, access: Access) {
+        let _ = self.operator_audit.set(access);
+    }
 }

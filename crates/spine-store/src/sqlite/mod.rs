@@ -82,6 +82,9 @@ pub struct SqliteStore {
     /// Searches scan exactly in SQL while the index is not loaded, rather than load it
     /// ([`SqliteStore::search_without_loading`]).
     scan_unloaded: AtomicBool,
+    /// The attribution of the operator command this handle serves, if any
+    /// ([`crate::TransferStore::audit_as`]).
+    operator_audit: std::sync::OnceLock<crate::Access>,
     /// Writes waiting for the write connection, committed in batches ([`combine`]).
     writes: Combiner,
     /// Flushes of the log, shared by the writers waiting for one ([`durable`]), and by the

@@ -171,6 +171,7 @@ impl SqliteStore {
             path,
             index: RwLock::default(),
             scan_unloaded: AtomicBool::new(false),
+            operator_audit: std::sync::OnceLock::new(),
             checkpointer,
         };
         store.migrate()?;

@@ -118,7 +118,7 @@ impl ReviewStore for SqliteStore {
     }
 
     fn apply_consolidation(&self, links: &[ConsolidationLink]) -> Result<Vec<Option<String>>> {
-        self.write(|tx| {
+        let (outcomes, wrote) = self.write(|tx| {
             let applied = {
                 let mut read = tx.prepare_cached("SELECT body FROM memories WHERE id = ?1")?;
                 consolidation::apply(links, |id| {
@@ -137,8 +137,18 @@ impl ReviewStore for SqliteStore {
                     link.execute(params![json, SCHEMA_VERSION, successor.to_string()])?;
                 }
             }
-            Ok(applied.outcomes)
-        })
+            let changed: Vec<RecordId> = applied
+                .stamps
+                .iter()
+                .map(|(target, _)| *target)
+                .chain(applied.supersedes.iter().map(|(successor, _)| *successor))
+                .collect();
+            let changed = super::audit::scoped(tx, &changed)?;
+            let wrote = self.record_operator(tx, changed)?;
+            Ok((applied.outcomes, wrote))
+        })?;
+        self.operator_recorded(wrote);
+        Ok(outcomes)
     }
 
     fn purge_plan(
@@ -161,19 +171,24 @@ impl ReviewStore for SqliteStore {
         c: &PurgeCriteria,
         now: Timestamp,
     ) -> Result<Vec<PurgeOutcome>> {
-        self.write(|tx| {
+        let (out, wrote) = self.write(|tx| {
             let wanted: HashSet<RecordId> = listed.iter().copied().collect();
             let selected: Vec<PurgeCandidate> =
                 purge_select(tx, c, now)?.into_iter().filter(|c| wanted.contains(&c.id)).collect();
             let ids: Vec<RecordId> = selected.iter().map(|c| c.id).collect();
             let gate = export_gate(tx, &ids)?;
             let out = purge::outcomes(listed, selected, gate, &predecessors_by_successor(tx)?);
-            for o in out.iter().filter(|o| o.deleted) {
+            let deleted: Vec<RecordId> = out.iter().filter(|o| o.deleted).map(|o| o.id).collect();
+            let gone = super::audit::scoped(tx, &deleted)?;
+            for id in &deleted {
                 tx.prepare_cached("DELETE FROM memories WHERE id = ?1")?
-                    .execute([o.id.to_string()])?;
+                    .execute([id.to_string()])?;
             }
-            Ok(out)
-        })
+            let wrote = self.record_operator(tx, gone)?;
+            Ok((out, wrote))
+        })?;
+        self.operator_recorded(wrote);
+        Ok(out)
     }
 }
 

@@ -509,18 +509,22 @@ impl Store for SqliteStore {
     }
 
     fn set_vector(&self, id: &RecordId, embedding: Embedding<'_>) -> Result<bool> {
-        self.write(|tx| {
-            let rowid: Option<i64> = tx
-                .query_row("SELECT rowid FROM memories WHERE id = ?1", [id.to_string()], |r| {
-                    r.get(0)
-                })
+        let (set, wrote) = self.write(|tx| {
+            let row: Option<(i64, String)> = tx
+                .query_row(
+                    "SELECT rowid, scope FROM memories WHERE id = ?1",
+                    [id.to_string()],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
                 .optional()?;
-            let Some(rowid) = rowid else {
-                return Ok(false);
+            let Some((rowid, scope)) = row else {
+                return Ok((false, false));
             };
             write_vector(tx, rowid, embedding)?;
-            Ok(true)
-        })
+            Ok((true, self.record_operator(tx, vec![(*id, scope)])?))
+        })?;
+        self.operator_recorded(wrote);
+        Ok(set)
     }
 }
 

@@ -64,8 +64,9 @@ impl SummaryStore for SqliteStore {
             "m.id = ?4 AND json_extract(m.body, '$.content') = ?5 AND {}",
             no_summary(&Where::default())
         );
+        let record = *id;
         let id = id.to_string();
-        self.write(|conn| {
+        let (set, wrote) = self.write(|conn| {
             let n = match summary.egress_at {
                 None => conn.execute(
                     &format!("UPDATE memories AS m SET body = {summarized} WHERE {matches}"),
@@ -86,8 +87,14 @@ impl SummaryStore for SqliteStore {
                     ],
                 )?,
             };
-            Ok(n > 0)
-        })
+            if n == 0 {
+                return Ok((false, false));
+            }
+            let changed = super::audit::scoped(conn, &[record])?;
+            Ok((true, self.record_operator(conn, changed)?))
+        })?;
+        self.operator_recorded(wrote);
+        Ok(set)
     }
 }
 

@@ -20,6 +20,7 @@ use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use spine_core::{EpochSeconds, Memory, RecordId, Scope};
 
 use super::{SqliteStore, Where, write_row, write_vector};
+use crate::Access;
 use crate::codec::parse_id;
 use crate::operator::export_gate_verdict;
 use crate::{
@@ -89,8 +90,13 @@ impl TransferStore for SqliteStore {
             .collect()
     }
 
+    fn audit_as(&self, access: Access) {
+        self.set_operator_audit(access);
+    }
+
     fn import_batch(&self, records: &[ImportRecord<'_>]) -> Result<Vec<ImportOutcome>> {
-        self.write(|tx| {
+        let (out, wrote) = self.write(|tx| {
+            let mut imported = Vec::new();
             let mut out = Vec::with_capacity(records.len());
             for r in records {
                 let id = r.memory.id.to_string();
@@ -117,10 +123,14 @@ impl TransferStore for SqliteStore {
                 if let Some(e) = r.vector {
                     write_vector(tx, rowid, e)?;
                 }
+                imported.push((r.memory.id, r.memory.scope.as_str().to_owned()));
                 out.push(ImportOutcome::Imported);
             }
-            Ok(out)
-        })
+            let wrote = self.record_operator(tx, imported)?;
+            Ok((out, wrote))
+        })?;
+        self.operator_recorded(wrote);
+        Ok(out)
     }
 
     fn expired_page(
@@ -142,18 +152,25 @@ impl TransferStore for SqliteStore {
     fn delete_expired(&self, ids: &[RecordId], cutoff: EpochSeconds) -> Result<Vec<bool>> {
         let w = Where::expired(cutoff);
         // The condition's values first, then the id's `?`.
-        let sql = format!("DELETE FROM memories AS m WHERE {} AND m.id = ?", w.sql);
-        self.write(|tx| {
+        let sql = format!("DELETE FROM memories AS m WHERE {} AND m.id = ? RETURNING scope", w.sql);
+        let (out, wrote) = self.write(|tx| {
             let mut out = Vec::with_capacity(ids.len());
+            let mut gone = Vec::new();
             {
                 let mut stmt = tx.prepare_cached(&sql)?;
                 for id in ids {
                     let params = w.params.iter().cloned().chain([Value::Text(id.to_string())]);
-                    out.push(stmt.execute(params_from_iter(params))? > 0);
+                    let scope: Option<String> =
+                        stmt.query_row(params_from_iter(params), |r| r.get(0)).optional()?;
+                    out.push(scope.is_some());
+                    gone.extend(scope.map(|s| (*id, s)));
                 }
             }
-            Ok(out)
-        })
+            let wrote = self.record_operator(tx, gone)?;
+            Ok((out, wrote))
+        })?;
+        self.operator_recorded(wrote);
+        Ok(out)
     }
 
     fn schema_versions(&self) -> Result<Vec<(u32, u64)>> {
@@ -171,8 +188,9 @@ impl TransferStore for SqliteStore {
 
     /// Only the payload changes: no indexed column, so no entry in the change log.
     fn migrate_page(&self, after: i64, limit: usize) -> Result<MigratePage> {
-        self.write(|tx| {
+        let (page, wrote) = self.write(|tx| {
             let mut page = MigratePage::default();
+            let mut migrated_ids = Vec::new();
             {
                 let mut select = tx.prepare_cached(
                     "SELECT rowid, id, body FROM memories WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
@@ -186,13 +204,18 @@ impl TransferStore for SqliteStore {
                     .collect::<Result<_, _>>()?;
                 for (rowid, id, body) in rows {
                     page.last_rowid = Some(rowid);
-                    if let Some(migrated) = page.consider(id, &body)? {
+                    if let Some(migrated) = page.consider(id.clone(), &body)? {
                         update.execute(params![migrated, rowid])?;
+                        migrated_ids.push(parse_id(&id)?);
                     }
                 }
             }
-            Ok(page)
-        })
+            let changed = super::audit::scoped(tx, &migrated_ids)?;
+            let wrote = self.record_operator(tx, changed)?;
+            Ok((page, wrote))
+        })?;
+        self.operator_recorded(wrote);
+        Ok(page)
     }
 
     fn mark_exported(&self, records: &[Memory], file: &str, at: EpochSeconds) -> Result<()> {

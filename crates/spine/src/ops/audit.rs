@@ -156,3 +156,76 @@ fn event_line(e: &AuditEvent) -> String {
         or_dash(&e.client),
     )
 }
+
+/// The audit attribution of one run of an operator command that changes records (`purge`,
+/// `prune-expired --apply`, `consolidate --apply`, `import`, `reindex`, `migrate`,
+/// `summarize-missing`): the store writes one event per transaction that changes records,
+/// in it; a run that changed nothing, or failed before it did, leaves one event on its own
+/// ([`Operator::finish`]).
+pub struct Operator {
+    access: spine_store::Access,
+}
+
+impl Operator {
+    /// The attribution of command `action`, run by the login running this process.
+    pub fn new(action: &str) -> Self {
+        let audit = spine_core::audit::Audit::new(
+            spine_core::audit::Lane::Operator,
+            action,
+            concat!("spine/", env!("CARGO_PKG_VERSION")),
+        );
+        Operator { access: spine_store::Access::operator().audited(login(), audit) }
+    }
+
+    /// Records `store`'s changes from now on under this attribution.
+    pub fn attach(&self, store: &dyn spine_ops::OperatorStore) {
+        store.audit_as(self.access.clone());
+    }
+
+    /// Once the run returned `out`: appends its event through `store` when no change wrote
+    /// one (nothing changed, or it failed first; outcome `ok` or `failed`), and passes `out`
+    /// on. An event that cannot be written fails an otherwise successful run.
+    pub fn finish<T>(&self, store: &dyn Store, out: Result<T>) -> Result<T> {
+        let audit = self.access.audit().expect("an operator access is attributed");
+        if audit.was_recorded() {
+            return out;
+        }
+        let event = AuditEvent {
+            at: SystemClock.now(),
+            actor: login(),
+            owner: String::new(),
+            lane: audit.lane,
+            client: audit.client.clone(),
+            action: audit.action.clone(),
+            scope: String::new(),
+            record_ids: vec![],
+            outcome: if out.is_ok() { spine_store::audit::OK } else { "failed" }.to_owned(),
+            trace_id: String::new(),
+        };
+        let appended = store.append_audit(&event).context("writing the run's audit event");
+        let value = out?;
+        appended?;
+        Ok(value)
+    }
+}
+
+/// The login running this process (`$USER`, `$LOGNAME`, else the numeric user id): an
+/// operator command's actor.
+fn login() -> String {
+    ["USER", "LOGNAME"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| format!("uid {}", uid()))
+}
+
+/// The real user id, read from `/proc/self/status` (no `unsafe` for `getuid`).
+fn uid() -> String {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        })
+        .unwrap_or_else(|| "unknown".into())
+}

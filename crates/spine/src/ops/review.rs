@@ -108,6 +108,16 @@ impl Plan {
         })
     }
 
+    /// The audit log's name for this run when it changes records (`consolidate --apply`,
+    /// `purge --apply`), else `None`.
+    pub fn audited_action(&self) -> Option<&'static str> {
+        match self {
+            Plan::Consolidate(p) if p.apply => Some("consolidate"),
+            Plan::Purge(p) if p.apply => Some("purge"),
+            _ => None,
+        }
+    }
+
     /// Runs the command on `store`; `model_dir` and `embedder` are the configured embedder
     /// (verify checks the vectors' stamps against it). Returns true when the command found
     /// problems it exits 1 for (verify's violations). Blocking.

@@ -41,7 +41,7 @@ pub struct ConsolidateArgs {
 pub struct Plan {
     scope: Option<Scope>,
     threshold: f32,
-    apply: bool,
+    pub(super) apply: bool,
     output: OutputArgs,
 }
 

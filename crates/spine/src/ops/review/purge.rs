@@ -74,7 +74,7 @@ pub struct PurgeArgs {
 pub struct Plan {
     criteria: PurgeCriteria,
     now: Timestamp,
-    apply: bool,
+    pub(super) apply: bool,
     output: OutputArgs,
 }
 
