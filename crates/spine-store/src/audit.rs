@@ -70,6 +70,18 @@ impl AuditEvent {
         })
     }
 
+    /// The event of the run `access` attributes (an operator command's) when no change it made
+    /// wrote one: it changed nothing, or failed first (`outcome`). `None` without an
+    /// attribution, or once a change was recorded.
+    pub fn unrecorded_run(access: &Access, outcome: &str) -> Option<AuditEvent> {
+        if access.audit()?.was_recorded() {
+            return None;
+        }
+        let mut e = AuditEvent::attributed(access)?;
+        e.outcome = outcome.to_owned();
+        Some(e)
+    }
+
     /// The event of a change `access` attributes, over the records it changed with their
     /// scopes: `None` when nothing changed or the access carries no attribution.
     pub(crate) fn of_change(

@@ -21,6 +21,15 @@ pub(crate) struct Applied {
     pub(crate) supersedes: Vec<(RecordId, String)>,
 }
 
+impl Applied {
+    /// The records the links change: each stamped target, then each linked successor (the
+    /// audit event's records).
+    pub(crate) fn changed(&self) -> Vec<RecordId> {
+        let targets = self.stamps.iter().map(|(target, _)| *target);
+        targets.chain(self.supersedes.iter().map(|(successor, _)| *successor)).collect()
+    }
+}
+
 /// Decides `links` from each involved record as it is now: `body_of(id)` is its stored
 /// payload, `None` when it is gone (called once per record).
 pub(crate) fn apply(

@@ -181,13 +181,7 @@ impl ReviewStore for PgStore {
             for (successor, json) in &applied.supersedes {
                 tx.execute(link_sql.as_str(), &[json, &successor.to_string()]).await?;
             }
-            let changed: Vec<RecordId> = applied
-                .stamps
-                .iter()
-                .map(|(target, _)| *target)
-                .chain(applied.supersedes.iter().map(|(successor, _)| *successor))
-                .collect();
-            let changed = super::audit::scoped(&tx, &changed).await?;
+            let changed = super::audit::scoped(&tx, &applied.changed()).await?;
             let wrote = self.record_operator(&tx, changed).await?;
             tx.commit().await?;
             Ok::<_, StoreError>((applied.outcomes, wrote))

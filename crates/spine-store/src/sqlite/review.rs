@@ -137,13 +137,7 @@ impl ReviewStore for SqliteStore {
                     link.execute(params![json, SCHEMA_VERSION, successor.to_string()])?;
                 }
             }
-            let changed: Vec<RecordId> = applied
-                .stamps
-                .iter()
-                .map(|(target, _)| *target)
-                .chain(applied.supersedes.iter().map(|(successor, _)| *successor))
-                .collect();
-            let changed = super::audit::scoped(tx, &changed)?;
+            let changed = super::audit::scoped(tx, &applied.changed())?;
             let wrote = self.record_operator(tx, changed)?;
             Ok((applied.outcomes, wrote))
         })?;

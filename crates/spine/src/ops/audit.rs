@@ -186,22 +186,8 @@ impl Operator {
     /// one (nothing changed, or it failed first; outcome `ok` or `failed`), and passes `out`
     /// on. An event that cannot be written fails an otherwise successful run.
     pub fn finish<T>(&self, store: &dyn Store, out: Result<T>) -> Result<T> {
-        let audit = self.access.audit().expect("an operator access is attributed");
-        if audit.was_recorded() {
-            return out;
-        }
-        let event = AuditEvent {
-            at: SystemClock.now(),
-            actor: login(),
-            owner: String::new(),
-            lane: audit.lane,
-            client: audit.client.clone(),
-            action: audit.action.clone(),
-            scope: String::new(),
-            record_ids: vec![],
-            outcome: if out.is_ok() { spine_store::audit::OK } else { "failed" }.to_owned(),
-            trace_id: String::new(),
-        };
+        let outcome = if out.is_ok() { spine_store::audit::OK } else { "failed" };
+        let Some(event) = AuditEvent::unrecorded_run(&self.access, outcome) else { return out };
         let appended = store.append_audit(&event).context("writing the run's audit event");
         let value = out?;
         appended?;
