@@ -50,6 +50,7 @@ VALUE_SETS = {
         "ingress": {"enabled": True, "className": "nginx", "hosts": [{"host": "spine.corp.example", "paths": [{"path": "/", "pathType": "Prefix"}]}], "tls": [{"hosts": ["spine.corp.example"], "secretName": "spine-tls"}]},
         "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}},
         "extraEnv": [{"name": "RUST_LOG", "value": "info"}],
+        "otel": {"endpoint": "http://otel-collector.observability:4318"},
     },
     "postgres": {**PG, **OPEN},
     "postgres-three": {**PG, **OIDC, "replicaCount": 3},
@@ -316,6 +317,28 @@ class Chart(unittest.TestCase):
         e = env(container(render(merge(OPEN, {"allowedHosts": ["mem.internal"], "allowedOrigins": ["https://app.example"]}))[0]))
         self.assertTrue(e["SPINE_ALLOWED_HOSTS"].endswith(",mem.internal"))
         self.assertEqual(e["SPINE_ALLOWED_ORIGINS"], "https://app.example")
+
+    def test_otel_export_names_the_pod_only_when_asked(self):
+        manifests, _ = render(OPEN)
+        self.assertFalse([k for k in env(container(manifests)) if k.startswith("OTEL_")])
+        values = merge(OPEN, {"otel": {"endpoint": "http://collector.obs:4317", "protocol": "grpc",
+                                       "resourceAttributes": {"deployment.environment.name": "prod"}}})
+        manifests, _ = render(values)
+        e = env(container(manifests))
+        self.assertEqual(e["OTEL_EXPORTER_OTLP_ENDPOINT"], "http://collector.obs:4317")
+        self.assertEqual(e["OTEL_EXPORTER_OTLP_PROTOCOL"], "grpc")
+        self.assertEqual(e["OTEL_SERVICE_NAME"], "spine")
+        self.assertEqual(e["SPINE_POD_NAME"], {"fieldRef": {"fieldPath": "metadata.name"}})
+        self.assertEqual(
+            e["OTEL_RESOURCE_ATTRIBUTES"],
+            "k8s.pod.name=$(SPINE_POD_NAME),k8s.namespace.name=$(SPINE_POD_NAMESPACE),"
+            "k8s.node.name=$(SPINE_NODE_NAME),service.instance.id=$(SPINE_POD_NAME),"
+            "deployment.environment.name=prod",
+        )
+        # Kubernetes expands $(VAR) only from variables defined before it.
+        names = [v["name"] for v in container(manifests)["env"]]
+        self.assertLess(names.index("SPINE_NODE_NAME"), names.index("OTEL_RESOURCE_ATTRIBUTES"))
+        self.assertIn("otel", render_error(merge(OPEN, {"otel": {"protocol": "http/json"}})))
 
     def test_names_follow_the_release(self):
         manifests, _ = render(OPEN, name="team-a")

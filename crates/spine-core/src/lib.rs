@@ -62,6 +62,7 @@ mod record;
 mod scope;
 pub mod secrets;
 mod state;
+pub mod telemetry;
 mod time;
 mod vector;
 

@@ -43,6 +43,7 @@ use crate::SpineMcp;
 use crate::auth::{AuthError, Verifier, parse_bearer};
 use crate::guard::{Guard, refuse};
 use crate::tools::Identity;
+use crate::trace::Transport;
 
 /// Where the protected-resource metadata is served (RFC 9728).
 pub const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
@@ -125,7 +126,9 @@ pub fn http_router(service: Service, options: HttpOptions) -> Router {
         runtime.spawn(reclaim_closed_sessions(cap.clone(), every));
     }
     let mcp = StreamableHttpService::new(
-        move || Ok(SpineMcp::with_identity(service.clone(), identity.clone())),
+        move || {
+            Ok(SpineMcp::with_identity(service.clone(), identity.clone()).traced(Transport::Tcp))
+        },
         sessions,
         config,
     );

@@ -46,7 +46,9 @@ where
         Ok(caller) => {
             let tool = tool_of(origin.lane, method);
             let caller = if is_writing_tool(&tool) {
-                caller.with_audit(Audit::new(origin.lane, tool, origin.client))
+                let mut audit = Audit::new(origin.lane, tool, origin.client);
+                audit.trace_id = crate::trace::current_trace_id();
+                caller.with_audit(audit)
             } else {
                 caller
             };
@@ -78,7 +80,11 @@ async fn run<A, R>(
 where
     R: Send + 'static,
 {
+    // The call's span (its transport's SERVER span) goes on with it to the blocking thread.
+    let span =
+        if spine_core::telemetry::on() { tracing::Span::current() } else { tracing::Span::none() };
     let outcome = tokio::task::spawn_blocking(move || {
+        let _entered = span.enter();
         let out = (|| {
             let span = tracing::trace_span!("tool.parse_args").entered();
             let a = make()?;

@@ -24,9 +24,11 @@ mod prompts;
 pub mod schema;
 pub mod stdio;
 mod tools;
+pub mod trace;
 
 pub use http::{
     DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT, HttpOptions, RESOURCE_METADATA_PATH,
     http_router,
 };
 pub use tools::{Identity, SpineMcp};
+pub use trace::{Traced, Transport};

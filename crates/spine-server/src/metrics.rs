@@ -18,6 +18,8 @@
 //! | `spine_records` | gauge | `state` (`active`, `archived`, `superseded`, `expired`, `scheduled`) |
 //! | `spine_auth_failures_total` | counter | `reason` |
 //! | `spine_mcp_sessions` | gauge | — |
+//! | `spine_otel_spans_dropped_total` | counter | — |
+//! | `spine_otel_export_failures_total` | counter | `signal` (`traces`, `metrics`) |
 
 use std::time::Duration;
 
@@ -74,4 +76,12 @@ pub fn describe() {
     describe_gauge!("spine_records", "Records by state (a record may count in several)");
     describe_counter!("spine_auth_failures_total", "Requests refused for their token, by reason");
     describe_gauge!("spine_mcp_sessions", "Open MCP sessions (streamable HTTP)");
+    describe_counter!(
+        "spine_otel_spans_dropped_total",
+        "Spans dropped because the OTLP export queue was full (the collector down or slow)"
+    );
+    describe_counter!(
+        "spine_otel_export_failures_total",
+        "OTLP exports that failed, by signal (traces, metrics)"
+    );
 }

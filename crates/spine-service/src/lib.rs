@@ -28,6 +28,7 @@ pub mod repo;
 pub mod request;
 pub mod rerank;
 pub mod similar;
+mod telemetry;
 pub mod views;
 
 use std::sync::Arc;
@@ -75,7 +76,7 @@ impl Service {
         limits: Limits,
     ) -> Self {
         Service {
-            store,
+            store: telemetry::Traced::wrap(store),
             embedder,
             clock,
             limits,
@@ -133,6 +134,7 @@ impl Service {
 
     /// Embeds one text with the configured embedder.
     fn embed_one(&self, text: &str) -> Result<Vec<f32>, Error> {
+        let _span = self.embed_span("content", text).entered();
         let mut v = self.embedder.embed(&[text]).map_err(embed_error)?;
         v.pop().ok_or_else(|| Error::internal("the embedder returned no vector"))
     }
@@ -150,7 +152,24 @@ impl Service {
     }
 
     fn embed_query(&self, query: &str) -> Result<Vec<f32>, Error> {
+        let _span = self.embed_span("query", query).entered();
         self.embedder.embed_query(query).map_err(embed_error)
+    }
+
+    /// The span of one embedding (GenAI semantic conventions, `embeddings`): the model, the
+    /// kind of text, how many and how long; never the text. Token counts are not known here:
+    /// the model's passes coalesce texts of many calls on its own threads.
+    fn embed_span(&self, kind: &'static str, text: &str) -> tracing::Span {
+        spine_core::otel_span!(
+            "embeddings",
+            otel.name = format!("embeddings {}", self.embedder.model_id()),
+            otel.kind = "client",
+            gen_ai.operation.name = "embeddings",
+            gen_ai.request.model = self.embedder.model_id(),
+            spine.embed.kind = kind,
+            spine.embed.texts = 1,
+            spine.embed.chars = text.chars().count(),
+        )
     }
 
     /// Mints a short id no record uses yet (50 random bits; a clash is rare, so retry).

@@ -251,6 +251,8 @@ impl Service {
             return hits.into_iter().map(|h| (h, None)).collect();
         };
         let documents: Vec<&str> = hits.iter().map(&document).collect();
+        let _span =
+            spine_core::otel_span!("rerank", spine.rerank.documents = documents.len()).entered();
         let probabilities = match reranker.rerank(query, &documents) {
             Ok(p) if p.len() != hits.len() => {
                 Err(RerankError::WrongCount { expected: hits.len(), got: p.len() })

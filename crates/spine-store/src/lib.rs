@@ -415,6 +415,9 @@ pub struct IdempotencyEntry {
 
 /// The persistence operations the service needs.
 pub trait Store: Send + Sync {
+    /// The engine, as OpenTelemetry's `db.system.name` names it: `sqlite`, `postgresql`.
+    fn db_system(&self) -> &'static str;
+
     /// Inserts a new record with its vector. The record's id and short_id must be new.
     /// `access` is who writes it: its audit attribution, if any, is recorded with it (the
     /// record's owner is `m.owner`).

@@ -14,6 +14,7 @@ mod metrics;
 mod notes;
 mod ops;
 mod settings;
+mod telemetry;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use engines::{Opener, model_dir, operator_store, service_store};
 use rmcp::ServiceExt;
 use spine_core::{Clock, SystemClock};
 use spine_server::auth::{OidcConfig, Verifier};
-use spine_server::{HttpOptions, Identity, SpineMcp, http_router};
+use spine_server::{HttpOptions, Identity, SpineMcp, Transport, http_router};
 use spine_service::Service;
 use spine_service::rerank::HttpReranker;
 
@@ -122,12 +123,36 @@ async fn run() -> Result<()> {
     let Cli { common, command } = Cli::parse();
     // A hook's stderr is shown to the user: only what went wrong.
     let quiet = matches!(command, Command::Hook(_));
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("SPINE_LOG").unwrap_or_else(
-            |_| tracing_subscriber::EnvFilter::new(if quiet { "error" } else { "info" }),
-        ))
-        .init();
+    // The servers export spans and metrics when an OTLP endpoint is set (docs/observability.md).
+    let telemetry = match command {
+        Command::Mcp | Command::Serve { .. } => telemetry::Telemetry::from_env()?,
+        _ => None,
+    };
+    let logs = tracing_subscriber::EnvFilter::try_from_env("SPINE_LOG")
+        .unwrap_or_else(|_| {
+            tracing_subscriber::EnvFilter::new(if quiet { "error" } else { "info" })
+        })
+        // The export spans are for the collector; log lines name their trace instead.
+        .add_directive(format!("{}=off", spine_core::telemetry::TARGET).parse()?);
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        use tracing_subscriber::{Layer, fmt};
+        let format = telemetry::WithTraceIds(fmt::format());
+        tracing_subscriber::registry()
+            .with(fmt::layer().with_writer(std::io::stderr).event_format(format).with_filter(logs))
+            .with(telemetry.as_ref().and_then(|t| t.layer()))
+            .init();
+    }
+    let result = command_run(common, command).await;
+    if let Some(t) = telemetry {
+        // Flushed on SIGTERM and on the end of stdin alike: both end the command first.
+        let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
+    }
+    result
+}
+
+async fn command_run(common: Common, command: Command) -> Result<()> {
     if let Command::Hook(args) = command {
         hook(common, args).await;
         return Ok(());
@@ -254,6 +279,7 @@ async fn mcp(common: &Common) -> Result<()> {
     };
     let service = build_service(common)?;
     let running = SpineMcp::with_identity(service, identity)
+        .traced(Transport::Pipe)
         .serve(spine_server::stdio::stdio())
         .await
         .context("starting the MCP session on stdio")?;

@@ -47,12 +47,6 @@ fn disk() -> Option<(Disk, TempDir, TempDir)> {
     Some((disk, backing, mountpoint))
 }
 
-async fn http_client(addr: &str) -> Client {
-    let transport =
-        rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
-    rmcp::ServiceExt::serve((), transport).await.unwrap()
-}
-
 fn free_addr() -> String {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     format!("127.0.0.1:{port}")
@@ -168,7 +162,7 @@ async fn failed_fsyncs_are_never_acknowledged_and_lose_nothing() {
 
     const FAILURES: u64 = 40;
     disk.fail(Fault::Fsyncs { count: FAILURES as u32, errno: libc::EIO });
-    let client = http_client(&addr).await;
+    let client = http_client_at(&addr).await;
     let refused = first_refusal(&client, 500).await;
     eprintln!("refused after a failed flush: {refused}");
     assert_eq!(refused["error"]["code"], "unavailable", "{refused}");
@@ -202,7 +196,7 @@ async fn a_full_disk_refuses_writes_serves_reads_and_recovers() {
     let child = serve_on(&data, &addr, None).await;
     let storm = Storm::start(&addr, 0, &ledger, true);
     storm.more(WRITERS * 4, "before the disk fills").await;
-    let client = http_client(&addr).await;
+    let client = http_client_at(&addr).await;
     let known = ok(call(
         &client,
         "store_memory",

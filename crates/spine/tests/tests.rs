@@ -16,6 +16,7 @@ mod image;
 mod install;
 mod load;
 mod notes;
+mod otel;
 mod pgfaults;
 mod postgres;
 mod powercut;

@@ -25,6 +25,7 @@ use spine_service::args::{
     BatchIdsArgs, IdArgs, ListMemoryArgs, ListRulesArgs, ListTagsArgs, RelatedMemoriesArgs,
     SearchMemoryArgs,
 };
+use tracing::Instrument;
 
 mod request;
 mod response;
@@ -119,9 +120,15 @@ impl SpineConnect {
             .unwrap_or_default()
             .to_owned();
         let origin = Origin { lane: Lane::Connect, client };
-        match crate::invoke::invoke(origin, method, &self.service, caller, make, op, encode).await {
+        let header = |name: &str| ctx.header(name).and_then(|v| v.to_str().ok());
+        let span = crate::trace::connect_span(method, header("traceparent"), header("tracestate"));
+        let call = crate::invoke::invoke(origin, method, &self.service, caller, make, op, encode);
+        match call.instrument(span.clone()).await {
             Ok(p) => Response::ok(p),
-            Err(e) => Err(connect_error(&e)),
+            Err(e) => {
+                crate::trace::record_error(&span, e.code.as_str());
+                Err(connect_error(&e))
+            }
         }
     }
 }

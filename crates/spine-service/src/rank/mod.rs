@@ -176,6 +176,9 @@ impl Service {
         })?;
         drop(span);
         let span = tracing::trace_span!("search.lexical").entered();
+        let fusion =
+            spine_core::otel_span!("fusion", otel.name = "lexical fusion", spine.pool = hits.len())
+                .entered();
         let query = Query {
             terms: spine_core::lexical::query_terms(q.query),
             identifiers: spine_core::lexical::identifier_terms(q.query),
@@ -185,10 +188,12 @@ impl Service {
         let mut records: HashMap<RecordId, Body> = hits.into_iter().map(|(_, r)| r).collect();
         let mut terms = HashMap::new();
         let mut fused = self.fuse_pool(&pool, &records, &mut terms, &query)?;
-        drop(span);
+        drop((fusion, span));
         let anchors = neighbour_anchors(k).min(fused.len());
         if self.neighbour_weight > 0.0 && anchors > 0 {
             let _span = tracing::trace_span!("search.neighbours").entered();
+            let _fusion =
+                spine_core::otel_span!("neighbours", otel.name = "neighbour step").entered();
             let lead: Vec<&spine_core::Memory> = fused[..anchors]
                 .iter()
                 .map(|f| records[&f.id].memory())

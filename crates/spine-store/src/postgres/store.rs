@@ -90,6 +90,10 @@ fn touch_assignment(at: &str) -> String {
 }
 
 impl Store for PgStore {
+    fn db_system(&self) -> &'static str {
+        "postgresql"
+    }
+
     fn insert(&self, access: &Access, m: &Memory, embedding: Embedding<'_>) -> Result<()> {
         self.ensure_vector_index(embedding.vector.len())?;
         self.block(async {

@@ -69,6 +69,10 @@ fn answer(
 }
 
 impl Store for SqliteStore {
+    fn db_system(&self) -> &'static str {
+        "sqlite"
+    }
+
     fn insert(&self, access: &Access, m: &Memory, embedding: Embedding<'_>) -> Result<()> {
         let body = encode(m)?;
         self.write(|tx| {

@@ -200,6 +200,11 @@ pub async fn start_http_with(extra: &[&str]) -> Server {
 
 /// `spine serve` on a free loopback port over `dir`, with extra arguments.
 pub async fn start_http_in(dir: TempDir, extra: &[&str]) -> Server {
+    start_http_env(dir, extra, &[]).await
+}
+
+/// [`start_http_in`] with extra environment variables.
+pub async fn start_http_env(dir: TempDir, extra: &[&str], env: &[(&str, &str)]) -> Server {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let addr = format!("127.0.0.1:{port}");
     let mut cmd = tokio::process::Command::new(SPINE);
@@ -207,6 +212,7 @@ pub async fn start_http_in(dir: TempDir, extra: &[&str]) -> Server {
         .arg(dir.path())
         .args(extra)
         .env_remove("SPINE_OIDC_ISSUER")
+        .envs(env.iter().copied())
         .stderr(Stdio::null())
         .kill_on_drop(true);
     backend_env(cmd.as_std_mut(), dir.path());
@@ -224,6 +230,13 @@ pub async fn start_http_in(dir: TempDir, extra: &[&str]) -> Server {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("spine serve did not become healthy");
+}
+
+/// An MCP session over streamable HTTP with `spine serve` at `addr`.
+pub async fn http_client_at(addr: &str) -> Client {
+    let transport =
+        rmcp::transport::StreamableHttpClientTransport::from_uri(format!("http://{addr}/mcp"));
+    rmcp::ServiceExt::serve((), transport).await.unwrap()
 }
 
 /// What an operator command printed, and how it exited.

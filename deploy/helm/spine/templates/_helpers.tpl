@@ -162,6 +162,31 @@ spec:
         - name: SPINE_ALLOW_UNAUTHENTICATED
           value: "true"
         {{- end }}
+        {{- with .Values.otel }}
+        {{- if .endpoint }}
+        - name: SPINE_POD_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.name
+        - name: SPINE_POD_NAMESPACE
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.namespace
+        - name: SPINE_NODE_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: spec.nodeName
+        - name: OTEL_EXPORTER_OTLP_ENDPOINT
+          value: {{ .endpoint | quote }}
+        - name: OTEL_EXPORTER_OTLP_PROTOCOL
+          value: {{ .protocol | quote }}
+        - name: OTEL_SERVICE_NAME
+          value: {{ .serviceName | quote }}
+        - name: OTEL_RESOURCE_ATTRIBUTES
+          value: "k8s.pod.name=$(SPINE_POD_NAME),k8s.namespace.name=$(SPINE_POD_NAMESPACE),k8s.node.name=$(SPINE_NODE_NAME),service.instance.id=$(SPINE_POD_NAME)
+            {{- range $k, $v := .resourceAttributes }},{{ $k }}={{ $v }}{{ end }}"
+        {{- end }}
+        {{- end }}
         {{- with .Values.extraEnv }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
