@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use spine_core::audit::{Audit, Lane};
 use spine_core::{Error, ErrorCode};
-use spine_service::audit::is_writing_tool;
+use spine_service::views::Returned;
 use spine_service::{Caller, Service};
 
 /// Who sent a call, as its audit event names it: the transport's lane, and the client as it
@@ -37,7 +37,7 @@ pub(crate) async fn invoke<A, R, T>(
     encode: impl FnOnce(R) -> Result<T, Error>,
 ) -> Result<T, Error>
 where
-    R: Send + 'static,
+    R: Returned + Send + 'static,
 {
     let started = Instant::now();
     let lane = origin.lane.as_str();
@@ -45,7 +45,7 @@ where
         Err(e) => Err(e),
         Ok(caller) => {
             let tool = tool_of(origin.lane, method);
-            let caller = if is_writing_tool(&tool) {
+            let caller = if service.audits(&tool) {
                 let mut audit = Audit::new(origin.lane, tool, origin.client);
                 audit.trace_id = crate::trace::current_trace_id();
                 caller.with_audit(audit)
@@ -78,7 +78,7 @@ async fn run<A, R>(
     op: impl FnOnce(&Service, &Caller, A) -> Result<R, Error> + Send + 'static,
 ) -> Result<R, Error>
 where
-    R: Send + 'static,
+    R: Returned + Send + 'static,
 {
     // The call's span (its transport's SERVER span) goes on with it to the blocking thread.
     let span =
@@ -92,9 +92,9 @@ where
             let _span = tracing::trace_span!("tool.service").entered();
             op(&service, &caller, a)
         })();
-        // A refused or failed call, and one that changed nothing, is audited here; a change
-        // was audited with it, in its transaction.
-        service.record_call(&caller, out.as_ref().map(|_| ()));
+        // A refused or failed call, one that changed nothing, and an audited read are
+        // recorded here; a change was recorded with it, in its transaction.
+        service.record_call(&caller, out.as_ref().map(Returned::returned));
         out
     })
     .await;
@@ -104,11 +104,14 @@ where
     })
 }
 
-/// The tool a call of `method` on `lane` runs: an MCP tool's own name; a Connect method's
-/// name in snake case (`ArchiveMemory`: `archive_memory`).
+/// The tool a call of `method` on `lane` runs: an MCP tool's own name; for a Connect method,
+/// the tool it mirrors (`SearchMemories`: `search_memory`), else its name in snake case
+/// (`ArchiveMemory`: `archive_memory`, `ListScopes`: `list_scopes`).
 fn tool_of(lane: Lane, method: &str) -> String {
-    match lane {
-        Lane::Connect => {
+    match (lane, method) {
+        (Lane::Connect, "SearchMemories") => "search_memory".to_owned(),
+        (Lane::Connect, "ListMemories") => "list_memory".to_owned(),
+        (Lane::Connect, _) => {
             let mut tool = String::with_capacity(method.len() + 4);
             for (i, c) in method.chars().enumerate() {
                 if c.is_ascii_uppercase() && i > 0 {
@@ -118,18 +121,22 @@ fn tool_of(lane: Lane, method: &str) -> String {
             }
             tool
         }
-        Lane::Mcp | Lane::Operator => method.to_owned(),
+        (Lane::Mcp | Lane::Operator, _) => method.to_owned(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use spine_service::audit::is_writing_tool;
 
     #[test]
     fn connect_methods_name_their_tools() {
         assert_eq!(tool_of(Lane::Connect, "ArchiveMemory"), "archive_memory");
         assert_eq!(tool_of(Lane::Connect, "RestoreMemory"), "restore_memory");
+        assert_eq!(tool_of(Lane::Connect, "SearchMemories"), "search_memory");
+        assert_eq!(tool_of(Lane::Connect, "ListMemories"), "list_memory");
+        assert_eq!(tool_of(Lane::Connect, "RelatedMemories"), "related_memories");
         assert_eq!(tool_of(Lane::Mcp, "delete_all"), "delete_all");
         assert!(is_writing_tool(&tool_of(Lane::Connect, "ArchiveMemory")));
         assert!(!is_writing_tool(&tool_of(Lane::Connect, "SearchMemories")));

@@ -25,6 +25,7 @@ use spine_service::args::{
     SetVisibilityArgs, StoreDiscoveryArgs, StoreMemoryArgs, StoreRuleArgs, SupersedeMemoryArgs,
     UpdateMemoryArgs, parse_args,
 };
+use spine_service::views::Returned;
 use spine_service::views::{
     BatchResult, DiscoveryResult, ListResult, MemoryView, RelatedResult, RulesResult, SearchResult,
     Status, Stored, SupersedeResult, TagsResult,
@@ -137,7 +138,7 @@ impl SpineMcp {
     ) -> CallToolResult
     where
         A: DeserializeOwned + JsonSchema + Send + 'static,
-        R: Serialize + Send + 'static,
+        R: Serialize + Returned + Send + 'static,
     {
         let caller = self.caller(&cx.extensions).await;
         let make = move || parse_args::<A>(args);

@@ -65,6 +65,8 @@ pub struct Service {
     similar_threshold: Option<f32>,
     /// What a write holding a credential gets (`--secrets`).
     secrets: spine_core::secrets::SecretsPolicy,
+    /// Whether recall calls are audited too (`--audit-reads`).
+    audit_reads: bool,
 }
 
 impl Service {
@@ -86,6 +88,7 @@ impl Service {
             terms: Arc::default(),
             similar_threshold: Some(similar::DEFAULT_SIMILAR_THRESHOLD),
             secrets: spine_core::secrets::SecretsPolicy::Reject,
+            audit_reads: false,
         }
     }
 

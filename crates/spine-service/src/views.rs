@@ -19,6 +19,71 @@ pub use write::{
     BatchOutcome, BatchResult, ResolvedTarget, Similar, Status, Stored, SupersedeResult,
 };
 
+/// The records a result hands back, each with its scope, in the order returned: what the
+/// audit event of a recall call names (`--audit-reads`). Results that return no records
+/// (writes, tag counts) name none.
+pub trait Returned {
+    /// Each returned record's id and scope.
+    fn returned(&self) -> Vec<(RecordId, String)> {
+        Vec::new()
+    }
+}
+
+impl Returned for MemoryView {
+    fn returned(&self) -> Vec<(RecordId, String)> {
+        vec![(self.id, self.scope.to_string())]
+    }
+}
+
+/// Each record of a list of views.
+fn each(views: &[MemoryView]) -> Vec<(RecordId, String)> {
+    views.iter().flat_map(Returned::returned).collect()
+}
+
+impl Returned for SearchResult {
+    fn returned(&self) -> Vec<(RecordId, String)> {
+        each(&self.memories)
+    }
+}
+
+impl Returned for ListResult {
+    fn returned(&self) -> Vec<(RecordId, String)> {
+        each(&self.memories)
+    }
+}
+
+impl Returned for DiscoveryResult {
+    fn returned(&self) -> Vec<(RecordId, String)> {
+        each(&self.discoveries)
+    }
+}
+
+impl Returned for RulesResult {
+    fn returned(&self) -> Vec<(RecordId, String)> {
+        let rule = |r: &RuleEntry| match r {
+            RuleEntry::Compact(v) => (v.id, v.scope.to_string()),
+            RuleEntry::Full(m) => (m.id, m.scope.to_string()),
+        };
+        self.rules.iter().map(rule).collect()
+    }
+}
+
+impl Returned for RelatedResult {
+    fn returned(&self) -> Vec<(RecordId, String)> {
+        let mut out = self.anchor.returned();
+        out.extend(self.related.iter().flat_map(|r| r.memory.returned()));
+        out
+    }
+}
+
+impl Returned for TagsResult {}
+impl Returned for Stored {}
+impl Returned for SupersedeResult {}
+impl Returned for BatchResult {}
+impl Returned for Status {}
+/// The scopes and their counts (the Connect API's ListScopes).
+impl Returned for (Vec<(String, u64)>, bool) {}
+
 /// Characters of content a compact view carries when a record has no summary.
 pub const COMPACT_CONTENT_CHARS: usize = 280;
 

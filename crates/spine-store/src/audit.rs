@@ -49,13 +49,19 @@ pub const OK: &str = "ok";
 
 impl AuditEvent {
     /// The event of `caller`'s attributed call when its store wrote none: the call failed
-    /// (`outcome` is its error code) or changed nothing. `None` for a call without an
-    /// attribution, or one whose event was written with its change.
-    pub fn unrecorded(caller: &Caller, outcome: &str) -> Option<AuditEvent> {
+    /// (`outcome` is its error code), changed nothing, or read `returned` (the records a
+    /// recall call returned, with their scopes: `--audit-reads`). `None` for a call without
+    /// an attribution, or one whose event was written with its change.
+    pub fn unrecorded(
+        caller: &Caller,
+        outcome: &str,
+        returned: Vec<(RecordId, String)>,
+    ) -> Option<AuditEvent> {
         let audit = caller.audit()?;
         if audit.was_recorded() {
             return None;
         }
+        let (record_ids, scope) = records_and_scope(returned);
         Some(AuditEvent {
             at: SystemClock.now(),
             actor: caller.actor().to_owned(),
@@ -63,8 +69,8 @@ impl AuditEvent {
             lane: audit.lane,
             client: audit.client.clone(),
             action: audit.action.clone(),
-            scope: String::new(),
-            record_ids: vec![],
+            scope,
+            record_ids,
             outcome: outcome.to_owned(),
             trace_id: audit.trace_id.clone(),
         })
@@ -89,24 +95,10 @@ impl AuditEvent {
         changed: impl IntoIterator<Item = (RecordId, String)>,
     ) -> Option<AuditEvent> {
         let mut e = AuditEvent::attributed(access)?;
-        let mut record_ids = Vec::new();
-        let mut scope: Option<String> = None;
-        let mut one_scope = true;
-        for (id, s) in changed {
-            record_ids.push(id);
-            match &scope {
-                None => scope = Some(s),
-                Some(first) if *first != s => one_scope = false,
-                Some(_) => {}
-            }
-        }
-        if record_ids.is_empty() {
+        (e.record_ids, e.scope) = records_and_scope(changed);
+        if e.record_ids.is_empty() {
             return None;
         }
-        record_ids.sort_unstable();
-        record_ids.dedup();
-        e.record_ids = record_ids;
-        e.scope = if one_scope { scope.unwrap_or_default() } else { String::new() };
         Some(e)
     }
 
@@ -134,6 +126,27 @@ impl AuditEvent {
         let ids: Vec<String> = self.record_ids.iter().map(RecordId::to_string).collect();
         serde_json::to_string(&ids).expect("a list of strings always encodes")
     }
+}
+
+/// The ids of `records`, in id order without repeats, and the scope they share (empty when
+/// they are in several, or there are none).
+fn records_and_scope(
+    records: impl IntoIterator<Item = (RecordId, String)>,
+) -> (Vec<RecordId>, String) {
+    let mut ids = Vec::new();
+    let mut scope: Option<String> = None;
+    let mut one_scope = true;
+    for (id, s) in records {
+        ids.push(id);
+        match &scope {
+            None => scope = Some(s),
+            Some(first) if *first != s => one_scope = false,
+            Some(_) => {}
+        }
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    (ids, if one_scope { scope.unwrap_or_default() } else { String::new() })
 }
 
 /// Which events [`Store::audit_events`](crate::Store::audit_events) lists, newest first.
@@ -188,11 +201,11 @@ mod tests {
     fn a_call_recorded_with_its_change_is_not_appended_again() {
         let caller =
             Caller::anonymous().with_audit(Audit::new(Lane::Connect, "restore_memory", ""));
-        let e = AuditEvent::unrecorded(&caller, "not_found").unwrap();
+        let e = AuditEvent::unrecorded(&caller, "not_found", vec![]).unwrap();
         assert_eq!((e.lane, e.outcome.as_str()), (Lane::Connect, "not_found"));
         assert!(e.record_ids.is_empty());
         caller.audit().unwrap().mark_recorded();
-        assert_eq!(AuditEvent::unrecorded(&caller, OK), None);
-        assert_eq!(AuditEvent::unrecorded(&Caller::anonymous(), OK), None);
+        assert_eq!(AuditEvent::unrecorded(&caller, OK, vec![]), None);
+        assert_eq!(AuditEvent::unrecorded(&Caller::anonymous(), OK, vec![]), None);
     }
 }

@@ -130,7 +130,7 @@ fn a_write_that_changes_nothing_writes_no_event() {
         assert!(every_event(s).is_empty(), "nothing changed, nothing written");
 
         // The lane appends the event of such a call, with its outcome.
-        let e = AuditEvent::unrecorded(&delete, "not_found").unwrap();
+        let e = AuditEvent::unrecorded(&delete, "not_found", vec![]).unwrap();
         s.append_audit(&e).unwrap();
         let events = every_event(s);
         assert_eq!(events.len(), 1);

@@ -42,6 +42,10 @@ pub struct Common {
     /// Token claim whose value owns the records a caller writes.
     #[arg(long, global = true, env = "SPINE_OWNER_CLAIM", default_value = "email")]
     pub owner_claim: String,
+    /// Audit reads too: one audit event per recall call (search, get, list, related,
+    /// rules, discoveries), naming the records it returned, never the query.
+    #[arg(long, global = true, env = "SPINE_AUDIT_READS")]
+    pub audit_reads: bool,
     #[command(flatten)]
     pub embedder: embedder::EmbedderArgs,
     #[command(flatten)]

@@ -47,7 +47,8 @@ fn build_service_and_store(common: &Common) -> Result<(Service, metrics::StateCo
     tracing::info!(model = %model_dir.display(), "model directory");
     let mut service = Service::new(opened.store, embedder, Arc::new(SystemClock), limits)
         .with_similar_threshold(common.limits.similar_threshold.0)
-        .with_secrets(common.limits.secrets);
+        .with_secrets(common.limits.secrets)
+        .with_audit_reads(common.audit_reads);
     if let Some(config) = rerank {
         tracing::info!(url = %config.url, model = ?config.model, "reranking search results (--search-ranker jev)");
         let reranker = HttpReranker::new(config).context("setting up the reranker")?;

@@ -180,3 +180,79 @@ async fn every_writing_call_leaves_one_event_with_its_actor_records_and_outcome(
     bob.cancel().await.unwrap();
     server.child.kill().await.unwrap();
 }
+
+/// `--audit-reads`: every recall call leaves one event naming the records it returned (over
+/// MCP and Connect), a failed read its error code; never the query; writes as before.
+#[tokio::test]
+async fn audit_reads_records_each_recall_call_with_the_ids_it_returned() {
+    let issuer = TestIssuer::start().await;
+    let dir = TempDir::new().unwrap();
+    let data = dir.path().to_path_buf();
+    let iss = issuer.issuer();
+    let args = ["--oidc-issuer", &iss, "--oidc-audience", AUDIENCE, "--audit-reads"];
+    let mut server = start_http_in(dir, &args).await;
+    let alice = client(&server, &issuer, "alice@example.com").await;
+    let bob = client(&server, &issuer, "bob@example.com").await;
+    let a = ok(call(&alice, "store_memory", memory("Deploys happen on Thursdays.", SCOPE)).await);
+    let b = ok(call(&alice, "store_memory", memory("Staging resets nightly.", SCOPE)).await);
+    let query = format!("which weekday ({SECRET_WORD})");
+    let found = ok(call(&alice, "search_memory", json!({"query": query, "scope": SCOPE})).await);
+    ok(call(&alice, "get_memory", json!({"id": a["id"]})).await);
+    ok(call(&alice, "list_memory", json!({"scope": SCOPE})).await);
+    let e = err(call(&bob, "get_memory", json!({"id": a["id"]})).await);
+    assert_eq!(e["code"], "not_found");
+    let token = issuer.mint(issuer.claims_for("alice@example.com", AUDIENCE));
+    let r = reqwest::Client::new()
+        .post(format!("http://{}/spine.v1.MemoryService/ListMemories", server.addr))
+        .header("content-type", "application/json")
+        .bearer_auth(token)
+        .body(json!({"scope": SCOPE}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
+    let events = audit(&data, &["--limit", "100"]).await;
+    let seen: Vec<(&str, &str, &str, &str)> = events
+        .iter()
+        .rev()
+        .map(|e| {
+            let s = |k: &str| e[k].as_str().unwrap();
+            (s("action"), s("lane"), s("actor"), s("outcome"))
+        })
+        .collect();
+    let (alice_at, bob_at) = ("alice@example.com", "bob@example.com");
+    assert_eq!(
+        seen,
+        [
+            ("store_memory", "mcp", alice_at, "ok"),
+            ("store_memory", "mcp", alice_at, "ok"),
+            ("search_memory", "mcp", alice_at, "ok"),
+            ("get_memory", "mcp", alice_at, "ok"),
+            ("list_memory", "mcp", alice_at, "ok"),
+            ("get_memory", "mcp", bob_at, "not_found"),
+            ("list_memory", "connect", alice_at, "ok"),
+        ]
+    );
+    let ids = |e: &Value| -> Vec<String> {
+        e["record_ids"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().into()).collect()
+    };
+    let mut both = vec![a["id"].as_str().unwrap().to_owned(), b["id"].as_str().unwrap().to_owned()];
+    both.sort();
+    let mut returned: Vec<String> = found["memories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_owned())
+        .collect();
+    returned.sort();
+    assert_eq!(ids(&events[4]), returned, "search: the records it returned");
+    assert_eq!(events[4]["scope"], SCOPE);
+    assert_eq!(ids(&events[3]), [a["id"].as_str().unwrap()], "get: the record read");
+    assert_eq!(ids(&events[2]), both, "list: every record listed");
+    assert!(ids(&events[1]).is_empty(), "bob's read found nothing");
+    assert_eq!(ids(&events[0]), both, "Connect's list");
+    alice.cancel().await.unwrap();
+    bob.cancel().await.unwrap();
+    server.child.kill().await.unwrap();
+}

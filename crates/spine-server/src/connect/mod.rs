@@ -19,6 +19,7 @@ use connectrpc::{
 use spine_core::audit::Lane;
 use spine_core::{Caller, Error, ErrorCode, ListState};
 use spine_service::Service;
+use spine_service::views::Returned;
 
 use crate::invoke::Origin;
 use spine_service::args::{
@@ -108,7 +109,7 @@ impl SpineConnect {
     where
         M: Send + 'static,
         A: TryFrom<M, Error = Error>,
-        R: Into<P> + Send + 'static,
+        R: Into<P> + Returned + Send + 'static,
     {
         let caller = self.caller(ctx);
         let make = move || A::try_from(message);
