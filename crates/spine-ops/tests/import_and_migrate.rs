@@ -100,9 +100,9 @@ fn a_file_that_is_no_export_is_refused_before_any_store_is_opened() {
         (
             file(
                 "future.jsonl",
-                &[&[good[0].replace(r#""version":1"#, r#""version":2"#)][..], &good[1..]].concat(),
+                &[&[good[0].replace(r#""version":2"#, r#""version":3"#)][..], &good[1..]].concat(),
             ),
-            &["newer spine", "format 2"],
+            &["newer spine", "format 3"],
         ),
     ];
     for (path, needles) in cases {
@@ -121,6 +121,29 @@ fn a_file_that_is_no_export_is_refused_before_any_store_is_opened() {
     miscounted[6] = r#"{"end":{"records":9}}"#.into();
     let e = refusal(&file("miscounted.jsonl", &miscounted), &dir.path().join("m"));
     assert!(e.contains("counts 9 records but the file holds 5"), "{e}");
+}
+
+#[test]
+fn a_version_1_file_still_imports_and_a_miscounted_log_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_s, good) = five(dir.path(), false);
+    let good = lines(&good);
+    assert_eq!(good[6], r#"{"end":{"records":5,"audit_events":0}}"#);
+    let mut v1 = good.clone();
+    v1[0] = v1[0].replace(r#""version":2"#, r#""version":1"#);
+    v1[6] = r#"{"end":{"records":5}}"#.into();
+    let path = dir.path().join("v1.jsonl");
+    write_lines(&path, &v1);
+    let mut build = fake;
+    let report =
+        import(&path, 500, opener(&dir.path().join("copy")), &mut build, &mut Silent).unwrap();
+    assert_eq!((report.imported, report.problem()), (5, None));
+    let mut miscounted = good.clone();
+    miscounted[6] = r#"{"end":{"records":5,"audit_events":3}}"#.into();
+    let path = dir.path().join("miscounted.jsonl");
+    write_lines(&path, &miscounted);
+    let e = refusal(&path, &dir.path().join("other"));
+    assert!(e.contains("counts 3 audit events but the file holds 0"), "{e}");
 }
 
 #[test]

@@ -44,6 +44,16 @@ fn write_lines(path: &Path, lines: &[String]) {
     std::fs::write(path, lines.iter().map(|l| format!("{l}\n")).collect::<String>()).unwrap();
 }
 
+/// The record lines of an export, in order.
+fn record_lines(lines: &[String]) -> Vec<&str> {
+    lines.iter().map(String::as_str).filter(|l| l.starts_with(r#"{"record":"#)).collect()
+}
+
+/// The audit lines of an export, in order.
+fn audit_lines(lines: &[String]) -> Vec<&str> {
+    lines.iter().map(String::as_str).filter(|l| l.starts_with(r#"{"audit":"#)).collect()
+}
+
 fn record_id(line: &str) -> String {
     let v: Value = serde_json::from_str(line).unwrap();
     v["record"]["id"].as_str().expect("a record line").to_owned()
@@ -169,13 +179,21 @@ async fn export_then_import_into_an_empty_store_reproduces_every_record_line() {
     assert_eq!(summary["marked_exported"], n);
     assert!(out.stderr.contains(&format!("exporting: {n}/{n}")), "{}", out.stderr);
     let a_lines = lines(&a_file);
-    assert_eq!(a_lines.len(), n + 2, "header, records, end");
+    let e = audit_lines(&a_lines).len();
+    assert!(e >= 8, "the writes' audit events are exported: {a_lines:?}");
+    assert_eq!(summary["audit_events"], e);
+    assert_eq!(a_lines.len(), n + e + 2, "header, records, audit events, end");
     let header: Value = serde_json::from_str(&a_lines[0]).unwrap();
     assert_eq!(header["header"]["format"], "spine-export");
-    assert_eq!(header["header"]["version"], 1);
+    assert_eq!(header["header"]["version"], 2);
     assert_eq!(header["header"]["vectors"], true);
     assert_eq!(header["header"]["scope"], Value::Null);
-    assert_eq!(a_lines[n + 1], format!(r#"{{"end":{{"records":{n}}}}}"#));
+    assert_eq!(a_lines[n + e + 1], format!(r#"{{"end":{{"records":{n},"audit_events":{e}}}}}"#));
+    // The log follows the records, oldest first, as `spine audit --json` prints it.
+    let first_event: Value = serde_json::from_str(&a_lines[n + 1]).unwrap();
+    let log = ok_run(a.path(), &["audit", "--json", "--limit", "1000"]).await.json();
+    let oldest = log["events"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(first_event["audit"], oldest);
     let exported: BTreeSet<String> = a_lines[1..=n].iter().map(|l| record_id(l)).collect();
     assert_eq!(exported, ids.iter().cloned().collect(), "every record, of every owner");
     for line in &a_lines[1..=n] {
@@ -199,14 +217,17 @@ async fn export_then_import_into_an_empty_store_reproduces_every_record_line() {
     let stdout = ok_run(a.path(), &["export"]).await;
     let stdout_lines: Vec<&str> = stdout.stdout.lines().collect();
     assert_eq!(stdout_lines[1..], a_lines[1..].iter().map(String::as_str).collect::<Vec<_>>()[..]);
-    assert!(stdout.stderr.contains(&format!("exported {n} records ({n} with vectors) to stdout")));
+    let said = format!("exported {n} records ({n} with vectors) and {e} audit events to stdout");
+    assert!(stdout.stderr.contains(&said), "{}", stdout.stderr);
 
     // One scope only.
     let scoped = ok_run(a.path(), &["export", "--scope", "rule:repo:spine"]).await;
     let scoped: Vec<&str> = scoped.stdout.lines().collect();
-    assert_eq!(scoped.len(), 3);
+    assert_eq!(scoped.len(), 4, "header, the rule, its store_rule event, end");
     assert!(scoped[0].contains(r#""scope":"rule:repo:spine""#));
     assert_eq!(record_id(scoped[1]), ids[7]);
+    let event: Value = serde_json::from_str(scoped[2]).unwrap();
+    assert_eq!(event["audit"]["action"], "store_rule");
 
     // Into an empty data directory, then out again: the same record lines, byte for byte.
     let imported =
@@ -218,16 +239,33 @@ async fn export_then_import_into_an_empty_store_reproduces_every_record_line() {
     assert_eq!(s["embedders"], json!({ BUILTIN: n }));
     let b_file = files.path().join("b.jsonl");
     ok_run(b.path(), &["export", "--output", b_file.to_str().unwrap()]).await;
+    assert_eq!(
+        (s["audit_events"].as_u64(), s["audit_imported"].as_u64()),
+        (Some(e as u64), Some(e as u64))
+    );
     let b_lines = lines(&b_file);
-    assert_eq!(b_lines[1..], a_lines[1..], "record lines identical, vectors included");
+    assert_eq!(record_lines(&b_lines), record_lines(&a_lines), "identical, vectors included");
+    // The copy's log: every event of the original, and the import's own (one per batch).
+    let (a_log, b_log) = (audit_lines(&a_lines), audit_lines(&b_lines));
+    assert!(a_log.iter().all(|l| b_log.contains(l)), "every event carried over");
+    assert_eq!(b_log.len(), a_log.len() + n.div_ceil(3), "and one per import batch");
 
-    // Importing again changes nothing: every id is present.
+    // Importing again changes nothing: every id and every event is present.
     let again = ok_run(b.path(), &["import", a_file.to_str().unwrap()]).await;
     assert!(again.stdout.contains("imported 0 records"), "{}", again.stdout);
     assert!(again.stdout.contains(&format!("skipped {n} records already present")));
+    assert!(
+        again
+            .stdout
+            .contains(&format!("imported 0 audit events into the audit log ({e} already there)")),
+        "{}",
+        again.stdout
+    );
     let b2_file = files.path().join("b2.jsonl");
     ok_run(b.path(), &["export", "-o", b2_file.to_str().unwrap()]).await;
-    assert_eq!(lines(&b2_file)[1..], a_lines[1..]);
+    let b2_lines = lines(&b2_file);
+    assert_eq!(record_lines(&b2_lines), record_lines(&a_lines));
+    assert_eq!(audit_lines(&b2_lines).len(), b_log.len() + 1, "the second import's own event");
 
     // A server on the copy finds records by the imported vectors and serves them whole.
     client.cancel().await.unwrap();
@@ -317,10 +355,8 @@ async fn records_exported_without_vectors_are_embedded_on_import() {
     }
     // The records themselves are exact.
     let again = ok_run(c.path(), &["export", "--no-vectors"]).await;
-    assert_eq!(
-        again.stdout.lines().skip(1).collect::<Vec<_>>(),
-        bare_lines[1..].iter().map(String::as_str).collect::<Vec<_>>()
-    );
+    let again: Vec<String> = again.stdout.lines().map(String::from).collect();
+    assert_eq!(record_lines(&again), record_lines(&bare_lines));
 }
 
 /// The operator lane's audit events in `data`'s store, newest first.

@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use spine_core::{EpochSeconds, Memory, SCHEMA_VERSION, Scope, Timestamp};
-use spine_store::{OperatorStore, RowidPage, StoredRecord};
+use spine_store::{AuditEvent, OperatorStore, RowidPage, StoredRecord};
 
 use super::format::{
-    End, EndLine, FORMAT, FORMAT_VERSION, Header, HeaderLine, Line, parse_line, write_json_line,
-    write_record,
+    End, EndLine, FORMAT, FORMAT_VERSION, Header, HeaderLine, Line, parse_line, write_audit,
+    write_json_line, write_record,
 };
 use crate::stop::{Interrupt, Stopped};
 use crate::{Error, Progress, Result};
@@ -55,6 +55,8 @@ pub struct ExportReport {
     pub with_vectors: u64,
     /// Records now marked as exported (they pass the purge gate until they change).
     pub marked_exported: u64,
+    /// Audit events written (every event; with a scope, the events of that scope).
+    pub audit_events: u64,
 }
 
 /// How an export ended.
@@ -159,6 +161,14 @@ impl<'a> Sink<'a> {
         let written = match self {
             Sink::File { w, .. } => write_json_line(w, value),
             Sink::Stream { w, .. } => write_json_line(w, value),
+        };
+        written.map_err(io(self.writing()))
+    }
+
+    fn write_audit(&mut self, e: &AuditEvent) -> Result<()> {
+        let written = match self {
+            Sink::File { w, .. } => write_audit(w, e),
+            Sink::Stream { w, .. } => write_audit(w, e),
         };
         written.map_err(io(self.writing()))
     }
@@ -280,7 +290,23 @@ pub fn export(
         }
         progress.advance(page.len() as u64);
     }
-    sink.write_json(&EndLine { end: End { records } })?;
+    // The audit log follows, oldest first: every event, or a scope's own.
+    let (mut audit_events, mut position) = (0u64, 0i64);
+    loop {
+        if let Some(why) = stop.check() {
+            drop(sink);
+            progress.finish();
+            return Ok(Exported::Stopped(why));
+        }
+        let page = store.audit_page(scope, position, PAGE)?;
+        let Some((last, _)) = page.last() else { break };
+        position = *last;
+        for (_, e) in &page {
+            sink.write_audit(e)?;
+            audit_events += 1;
+        }
+    }
+    sink.write_json(&EndLine { end: End { records, audit_events } })?;
     let (written, label, is_file, _scratch) = sink.finish()?;
     progress.finish();
 
@@ -298,6 +324,7 @@ pub fn export(
         records,
         with_vectors,
         marked_exported: marked,
+        audit_events,
     }))
 }
 

@@ -1,12 +1,17 @@
 //! The export file format: what `spine export` writes and `spine import` reads back.
 //!
-//! Format version 1, one JSON document per line:
+//! Format version 2, one JSON document per line:
 //!
 //! ```text
-//! {"header":{"format":"spine-export","version":1,"exported_at":"…","schema_version":1,"scope":null,"vectors":true}}
+//! {"header":{"format":"spine-export","version":2,"exported_at":"…","schema_version":1,"scope":null,"vectors":true}}
 //! {"record":{…the stored record…},"vector":{"model":"builtin:all-MiniLM-L6-v2","dims":384,"f32le":"…"}}
-//! {"end":{"records":1}}
+//! {"audit":{"at":"…","actor":"…","owner":"…","lane":"mcp","client":"…","action":"store_memory","scope":"…","record_ids":["…"],"outcome":"ok","trace_id":""}}
+//! {"end":{"records":1,"audit_events":1}}
 //! ```
+//!
+//! The audit log's events follow the records, oldest first, with the fields `spine audit
+//! --json` prints (`at` to the microsecond). Version 1 (no `audit` lines, no `audit_events`)
+//! is still read.
 //!
 //! `record` is the stored payload byte for byte (the record's JSON with every SPEC key, and
 //! any key a newer binary wrote), so export → import → export reproduces every record line
@@ -22,13 +27,14 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use spine_core::Memory;
-use spine_store::{StoredRecord, StoredVector};
+use spine_core::audit::Lane;
+use spine_core::{Memory, RecordId, Timestamp};
+use spine_store::{AuditEvent, StoredRecord, StoredVector};
 
 /// The `format` of the header line.
 pub const FORMAT: &str = "spine-export";
 /// The format version this binary writes, and the newest it reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// First line of an export.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +60,70 @@ pub struct Header {
 pub struct End {
     /// How many record lines precede it.
     pub records: u64,
+    /// How many audit lines precede it (0 in a version 1 file).
+    #[serde(default)]
+    pub audit_events: u64,
+}
+
+/// An `audit` line: one event of the audit log, its fields as `spine audit --json` prints
+/// them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AuditLine {
+    at: String,
+    actor: String,
+    owner: String,
+    lane: String,
+    client: String,
+    action: String,
+    scope: String,
+    record_ids: Vec<String>,
+    outcome: String,
+    trace_id: String,
+}
+
+impl AuditLine {
+    fn of(e: &AuditEvent) -> AuditLine {
+        AuditLine {
+            at: e.at.to_rfc3339(),
+            actor: e.actor.clone(),
+            owner: e.owner.clone(),
+            lane: e.lane.as_str().to_owned(),
+            client: e.client.clone(),
+            action: e.action.clone(),
+            scope: e.scope.clone(),
+            record_ids: e.record_ids.iter().map(RecordId::to_string).collect(),
+            outcome: e.outcome.clone(),
+            trace_id: e.trace_id.clone(),
+        }
+    }
+
+    fn event(self) -> Result<AuditEvent, String> {
+        let at = Timestamp::parse_rfc3339(&self.at)
+            .ok_or_else(|| format!("audit.at is not an RFC 3339 time: {:?}", self.at))?;
+        let lane = Lane::parse(&self.lane)
+            .ok_or_else(|| format!("audit.lane {:?} is no lane", self.lane))?;
+        let record_ids = self
+            .record_ids
+            .iter()
+            .map(|id| {
+                RecordId::parse(id)
+                    .ok_or_else(|| format!("audit.record_ids: {id:?} is no record id"))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(AuditEvent {
+            at,
+            actor: self.actor,
+            owner: self.owner,
+            lane,
+            client: self.client,
+            action: self.action,
+            scope: self.scope,
+            record_ids,
+            outcome: self.outcome,
+            trace_id: self.trace_id,
+        })
+    }
 }
 
 /// The header line, as written.
@@ -91,6 +161,8 @@ pub enum Line<'a> {
         /// The vector: embedder id and components.
         vector: Option<(String, Vec<f32>)>,
     },
+    /// An event of the audit log.
+    Audit(Box<AuditEvent>),
     /// The end.
     End(End),
 }
@@ -105,6 +177,8 @@ struct RawLine<'a> {
     #[serde(default)]
     vector: Option<VectorLine>,
     #[serde(default)]
+    audit: Option<AuditLine>,
+    #[serde(default)]
     end: Option<End>,
 }
 
@@ -112,20 +186,31 @@ struct RawLine<'a> {
 pub fn parse_line(line: &str) -> Result<Line<'_>, String> {
     let raw: RawLine<'_> =
         serde_json::from_str(line).map_err(|e| format!("not a line of a spine export ({e})"))?;
-    match (raw.header, raw.record, raw.end, raw.vector) {
-        (Some(h), None, None, None) => Ok(Line::Header(h)),
-        (None, Some(record), None, vector) => {
+    match (raw.header, raw.record, raw.end, raw.vector, raw.audit) {
+        (None, None, None, None, Some(a)) => Ok(Line::Audit(Box::new(a.event()?))),
+        (Some(h), None, None, None, None) => Ok(Line::Header(h)),
+        (None, Some(record), None, vector, None) => {
             let body = record.get();
             let memory: Memory = serde_json::from_str(body)
                 .map_err(|e| format!("the record is not a valid Spine record ({e})"))?;
             let vector = vector.map(decode_vector).transpose()?;
             Ok(Line::Record { body, memory: Box::new(memory), vector })
         }
-        (None, None, Some(end), None) => Ok(Line::End(end)),
-        _ => Err("a line holds exactly one of `header`, `record` (with an optional `vector`) \
-                  or `end`"
-            .into()),
+        (None, None, Some(end), None, None) => Ok(Line::End(end)),
+        _ => Err(ONE_OF.into()),
     }
+}
+
+const ONE_OF: &str =
+    "a line holds exactly one of `header`, `record` (with an optional `vector`), `audit` or `end`";
+
+/// Writes one audit line.
+pub(super) fn write_audit(w: &mut (impl Write + ?Sized), e: &AuditEvent) -> std::io::Result<()> {
+    #[derive(Serialize)]
+    struct Wrapped {
+        audit: AuditLine,
+    }
+    write_json_line(w, &Wrapped { audit: AuditLine::of(e) })
 }
 
 fn decode_vector(v: VectorLine) -> Result<(String, Vec<f32>), String> {
@@ -305,7 +390,37 @@ mod tests {
         };
         let line = serde_json::to_string(&HeaderLine { header: &header }).unwrap();
         assert!(matches!(parse_line(&line), Ok(Line::Header(h)) if h == header));
-        let line = serde_json::to_string(&EndLine { end: End { records: 7 } }).unwrap();
-        assert!(matches!(parse_line(&line), Ok(Line::End(End { records: 7 }))));
+        let line =
+            serde_json::to_string(&EndLine { end: End { records: 7, audit_events: 2 } }).unwrap();
+        assert!(matches!(parse_line(&line), Ok(Line::End(End { records: 7, audit_events: 2 }))));
+        // A version 1 end line has no audit count.
+        let v1 = parse_line(r#"{"end":{"records":7}}"#);
+        assert!(matches!(v1, Ok(Line::End(End { records: 7, audit_events: 0 }))));
+    }
+
+    #[test]
+    fn audit_lines_round_trip_to_the_microsecond_and_bad_ones_are_named() {
+        let e = AuditEvent {
+            at: Timestamp::from_micros(1_765_000_000_123_456),
+            actor: "alice@example.com".into(),
+            owner: "alice@example.com".into(),
+            lane: Lane::Connect,
+            client: "connect-es/2".into(),
+            action: "archive_memory".into(),
+            scope: "a:project:x".into(),
+            record_ids: vec![RecordId::parse("0190f5a0-0000-7000-8000-000000000001").unwrap()],
+            outcome: "ok".into(),
+            trace_id: "4bf92f3577b34da6a3ce929d0e0e4736".into(),
+        };
+        let mut out = Vec::new();
+        write_audit(&mut out, &e).unwrap();
+        let line = String::from_utf8(out).unwrap();
+        assert!(line.ends_with('\n') && line.starts_with(r#"{"audit":{"at":"#), "{line}");
+        assert!(matches!(parse_line(line.trim_end()), Ok(Line::Audit(back)) if *back == e));
+        let bad = line.replace("\"connect\"", "\"carrier-pigeon\"");
+        let err = parse_line(bad.trim_end()).unwrap_err();
+        assert!(err.contains("audit.lane"), "{err}");
+        let both = line.trim_end().replacen("{\"audit\"", "{\"end\":{\"records\":1},\"audit\"", 1);
+        assert!(parse_line(&both).unwrap_err().contains("exactly one of"));
     }
 }

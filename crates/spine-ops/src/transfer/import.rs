@@ -17,7 +17,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use spine_core::Memory;
 use spine_embed::Embedder;
-use spine_store::{Embedding, ImportOutcome, ImportRecord, OperatorStore};
+use spine_store::{AuditEvent, Embedding, ImportOutcome, ImportRecord, OperatorStore};
 
 use super::count;
 use super::format::{End, FORMAT, FORMAT_VERSION, Line, parse_line};
@@ -67,6 +67,15 @@ pub struct ImportReport {
     pub end_records: Option<u64>,
     /// Vectors in the store by embedder afterwards.
     pub embedders: BTreeMap<String, u64>,
+    /// Audit lines read.
+    pub audit_events: u64,
+    /// Audit events appended to the log.
+    pub audit_imported: u64,
+    /// Audit events skipped because the log held them already.
+    pub audit_already_present: u64,
+    /// The audit event count the end line gives, when there is one.
+    #[serde(skip)]
+    pub end_audit_events: Option<u64>,
 }
 
 impl ImportReport {
@@ -91,6 +100,14 @@ impl ImportReport {
                 ));
             }
             Some(_) => {}
+        }
+        if let Some(n) = self.end_audit_events.filter(|&n| n != self.audit_events) {
+            return Some(format!(
+                "{file}: the end line counts {} but the file holds {}: it was edited or \
+                 damaged",
+                count(n, "audit event"),
+                self.audit_events
+            ));
         }
         (!self.short_id_taken.is_empty()).then(|| {
             format!(
@@ -186,6 +203,7 @@ fn import_into(
     let mut embedder = Lazy { build: embedder, built: None };
     let mut report = ImportReport { file: shown.to_string(), ..ImportReport::default() };
     let mut batch: Vec<Pending> = Vec::new();
+    let mut events: Vec<AuditEvent> = Vec::new();
     let mut open = Some(open);
     let (mut text, mut line_no, mut header_seen, mut end): (String, u64, bool, Option<End>) =
         (String::new(), 0, false, None);
@@ -274,6 +292,15 @@ fn import_into(
                     progress.advance(batch_size);
                 }
             }
+            Line::Audit(e) => {
+                report.audit_events += 1;
+                events.push(*e);
+                if events.len() as u64 >= batch_size {
+                    let store = store.as_deref().expect("the store opens with the header");
+                    write_events(store, &mut events, &mut report)?;
+                    progress.advance(batch_size);
+                }
+            }
             Line::End(e) => end = Some(e),
         }
     }
@@ -282,14 +309,32 @@ fn import_into(
             "{shown} is empty: not a file written by `spine export`"
         )));
     };
-    let tail = batch.len() as u64;
+    let tail = (batch.len() + events.len()) as u64;
     write_batch(store, &mut batch, &mut embedder, &mut report)?;
+    write_events(store, &mut events, &mut report)?;
     progress.advance(tail);
     progress.finish();
     report.complete = end.is_some();
     report.end_records = end.map(|e| e.records);
+    report.end_audit_events = end.map(|e| e.audit_events);
     report.embedders = store.embedder_models()?.into_iter().collect();
     Ok(report)
+}
+
+/// Appends the batch's audit events that the log does not hold yet, in one transaction.
+fn write_events(
+    store: &dyn OperatorStore,
+    events: &mut Vec<AuditEvent>,
+    report: &mut ImportReport,
+) -> Result<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let appended = store.import_audit(events)?;
+    report.audit_imported += appended;
+    report.audit_already_present += events.len() as u64 - appended;
+    events.clear();
+    Ok(())
 }
 
 /// Embeds the batch's vector-less records that are not present yet, then writes the batch

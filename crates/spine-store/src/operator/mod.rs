@@ -24,6 +24,8 @@ mod review;
 
 use spine_core::{EpochSeconds, Memory, RecordId, SCHEMA_VERSION, Scope, Timestamp};
 
+use crate::AuditEvent;
+
 pub use purge::purge_verdicts;
 pub(crate) use purge::{dedup, export_gate_verdict};
 pub use review::{
@@ -74,6 +76,21 @@ pub trait TransferStore: Store {
     /// verbatim unless its id is present already or its short id belongs to another record.
     /// Either every record of the batch is dealt with or, on an error, none is written.
     fn import_batch(&self, records: &[ImportRecord<'_>]) -> Result<Vec<ImportOutcome>>;
+
+    /// Up to `limit` audit events written after position `after` (0: from the first), in the
+    /// order they were written, only those of `scope` when given: each with its position,
+    /// to pass as `after` for the next page (`spine export`).
+    fn audit_page(
+        &self,
+        scope: Option<&Scope>,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, AuditEvent)>>;
+
+    /// Appends `events` in one transaction, in order, each unless an identical event (every
+    /// field equal) is in the log already, so importing the same file again adds nothing:
+    /// how many were appended (`spine import`).
+    fn import_audit(&self, events: &[AuditEvent]) -> Result<u64>;
 
     /// Up to `limit` records after rowid `after`, in rowid order, whose `not_after` is at or
     /// before `cutoff` (expired at `cutoff`, SPEC States: half-open window).

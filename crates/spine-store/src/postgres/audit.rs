@@ -141,21 +141,75 @@ pub(super) fn list_sql(q: &AuditQuery) -> (String, Where) {
 
 /// An event read back from a row of [`list_sql`].
 pub(super) fn read_event(r: &Row) -> Result<AuditEvent> {
-    let lane: String = r.try_get(3)?;
-    let ids: Vec<String> = r.try_get(8)?;
+    read_at(r, 0)
+}
+
+/// The event in the columns of `r` from `first` on, in [`COLUMNS`]' order.
+fn read_at(r: &Row, first: usize) -> Result<AuditEvent> {
+    let lane: String = r.try_get(first + 3)?;
+    let ids: Vec<String> = r.try_get(first + 8)?;
     Ok(AuditEvent {
-        at: Timestamp::from_micros(r.try_get(0)?),
-        actor: r.try_get(1)?,
-        owner: r.try_get(2)?,
+        at: Timestamp::from_micros(r.try_get(first)?),
+        actor: r.try_get(first + 1)?,
+        owner: r.try_get(first + 2)?,
         lane: Lane::parse(&lane)
             .ok_or_else(|| StoreError::Corrupt(format!("audit event lane {lane:?}")))?,
-        client: r.try_get(4)?,
-        action: r.try_get(5)?,
-        trace_id: r.try_get(6)?,
-        scope: r.try_get(7)?,
+        client: r.try_get(first + 4)?,
+        action: r.try_get(first + 5)?,
+        trace_id: r.try_get(first + 6)?,
+        scope: r.try_get(first + 7)?,
         record_ids: ids.iter().map(|id| parse_id(id)).collect::<Result<_>>()?,
-        outcome: r.try_get(9)?,
+        outcome: r.try_get(first + 9)?,
     })
+}
+
+/// The statement of one page of events in the order written (`spine export`): `$1` the
+/// position after which, `$2` the scope or null, `$3` the limit.
+pub(super) const PAGE_SQL: &str = "SELECT seq, at, actor, owner, lane, client, action, trace_id,
+        scope, record_ids, outcome
+     FROM audit_events WHERE seq > $1 AND ($2::text IS NULL OR scope = $2) ORDER BY seq LIMIT $3";
+
+/// A row of [`PAGE_SQL`]: the event's position and the event.
+pub(super) fn read_positioned(r: &Row) -> Result<(i64, AuditEvent)> {
+    Ok((r.try_get(0)?, read_at(r, 1)?))
+}
+
+/// Appends each of `events` through `client` unless an identical one is in the log: how
+/// many it appended.
+pub(super) async fn import<C: GenericClient>(client: &C, events: &[AuditEvent]) -> Result<u64> {
+    let present = client
+        .prepare_cached(
+            "SELECT 1 FROM audit_events WHERE at = $1 AND actor = $2 AND owner = $3 AND lane = $4
+                AND client = $5 AND action = $6 AND trace_id = $7 AND scope = $8
+                AND record_ids = $9::text[] AND outcome = $10",
+        )
+        .await?;
+    let mut appended = 0;
+    for e in events {
+        let ids: Vec<String> = e.record_ids.iter().map(|id| id.to_string()).collect();
+        let found = client
+            .query_opt(
+                &present,
+                &[
+                    &e.at.as_micros(),
+                    &e.actor,
+                    &e.owner,
+                    &e.lane.as_str(),
+                    &e.client,
+                    &e.action,
+                    &e.trace_id,
+                    &e.scope,
+                    &ids,
+                    &e.outcome,
+                ],
+            )
+            .await?;
+        if found.is_none() {
+            append(client, e).await?;
+            appended += 1;
+        }
+    }
+    Ok(appended)
 }
 
 /// The scope of each of `ids` still present, as `client` sees them (an operator change reads

@@ -15,6 +15,7 @@ use spine_core::{EpochSeconds, Memory, RecordId, Scope};
 use super::PgStore;
 use super::query::Where;
 use super::rows::write_body;
+use crate::AuditEvent;
 use crate::codec::parse_id;
 use crate::fields::Fields;
 use crate::operator::export_gate_verdict;
@@ -104,6 +105,28 @@ impl TransferStore for PgStore {
 
     fn audit_as(&self, access: crate::Access) {
         let _ = self.operator_audit.set(access);
+    }
+
+    fn audit_page(
+        &self,
+        scope: Option<&Scope>,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, AuditEvent)>> {
+        let scope = scope.map(|s| s.as_str().to_owned());
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self.query(super::audit::PAGE_SQL, &[&after, &scope, &limit])?;
+        rows.iter().map(super::audit::read_positioned).collect()
+    }
+
+    fn import_audit(&self, events: &[AuditEvent]) -> Result<u64> {
+        self.block(async {
+            let mut client = self.pool.get().await?;
+            let tx = client.transaction().await?;
+            let appended = super::audit::import(&tx, events).await?;
+            tx.commit().await?;
+            Ok(appended)
+        })
     }
 
     fn import_batch(&self, records: &[ImportRecord<'_>]) -> Result<Vec<ImportOutcome>> {

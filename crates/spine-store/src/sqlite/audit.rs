@@ -84,25 +84,85 @@ pub(super) fn list(conn: &Connection, q: &AuditQuery) -> Result<Vec<AuditEvent>>
     let mut rows = stmt.query(params_from_iter(p))?;
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
-        let lane: String = r.get(3)?;
-        let ids: String = r.get(7)?;
-        let ids: Vec<String> = serde_json::from_str(&ids)
-            .map_err(|e| StoreError::Corrupt(format!("audit event record_ids: {e}")))?;
-        out.push(AuditEvent {
-            at: Timestamp::from_micros(r.get(0)?),
-            actor: r.get(1)?,
-            owner: r.get(2)?,
-            lane: Lane::parse(&lane)
-                .ok_or_else(|| StoreError::Corrupt(format!("audit event lane {lane:?}")))?,
-            client: r.get(4)?,
-            action: r.get(5)?,
-            scope: r.get(6)?,
-            record_ids: ids.iter().map(|id| parse_id(id)).collect::<Result<_>>()?,
-            outcome: r.get(8)?,
-            trace_id: r.get(9)?,
-        });
+        out.push(read(r, 0)?);
     }
     Ok(out)
+}
+
+/// The event in the ten columns of `r` from `first` on: at, actor, owner, lane, client,
+/// action, scope, record_ids, outcome, trace_id.
+fn read(r: &rusqlite::Row<'_>, first: usize) -> Result<AuditEvent> {
+    let lane: String = r.get(first + 3)?;
+    let ids: String = r.get(first + 7)?;
+    let ids: Vec<String> = serde_json::from_str(&ids)
+        .map_err(|e| StoreError::Corrupt(format!("audit event record_ids: {e}")))?;
+    Ok(AuditEvent {
+        at: Timestamp::from_micros(r.get(first)?),
+        actor: r.get(first + 1)?,
+        owner: r.get(first + 2)?,
+        lane: Lane::parse(&lane)
+            .ok_or_else(|| StoreError::Corrupt(format!("audit event lane {lane:?}")))?,
+        client: r.get(first + 4)?,
+        action: r.get(first + 5)?,
+        scope: r.get(first + 6)?,
+        record_ids: ids.iter().map(|id| parse_id(id)).collect::<Result<_>>()?,
+        outcome: r.get(first + 8)?,
+        trace_id: r.get(first + 9)?,
+    })
+}
+
+/// Up to `limit` events after position `after` in the order written, of `scope` when given:
+/// each with its position (`seq`).
+pub(super) fn page(
+    conn: &Connection,
+    scope: Option<&str>,
+    after: i64,
+    limit: usize,
+) -> Result<Vec<(i64, AuditEvent)>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, at, actor, owner, lane, client, action, scope, record_ids, outcome, trace_id
+         FROM audit_events WHERE seq > ?1 AND (?2 IS NULL OR scope = ?2) ORDER BY seq LIMIT ?3",
+    )?;
+    let mut rows = stmt.query(params![after, scope, i64::try_from(limit).unwrap_or(i64::MAX)])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push((r.get(0)?, read(r, 1)?));
+    }
+    Ok(out)
+}
+
+/// Appends each of `events` unless an identical one is in the log: how many it appended.
+pub(super) fn import(conn: &Connection, events: &[AuditEvent]) -> Result<u64> {
+    let mut present = conn.prepare_cached(
+        "SELECT 1 FROM audit_events WHERE at = ?1 AND actor = ?2 AND owner = ?3 AND lane = ?4
+            AND client = ?5 AND action = ?6 AND scope = ?7 AND record_ids = ?8
+            AND outcome = ?9 AND trace_id = ?10",
+    )?;
+    let mut appended = 0;
+    for e in events {
+        let found = present
+            .query_row(
+                params![
+                    e.at.as_micros(),
+                    e.actor,
+                    e.owner,
+                    e.lane.as_str(),
+                    e.client,
+                    e.action,
+                    e.scope,
+                    e.ids_json(),
+                    e.outcome,
+                    e.trace_id,
+                ],
+                |_| Ok(()),
+            )
+            .optional()?;
+        if found.is_none() {
+            append(conn, e)?;
+            appended += 1;
+        }
+    }
+    Ok(appended)
 }
 
 /// Removes the events written before `before`: how many.

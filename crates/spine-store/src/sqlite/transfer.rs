@@ -24,8 +24,8 @@ use crate::Access;
 use crate::codec::parse_id;
 use crate::operator::export_gate_verdict;
 use crate::{
-    ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, RowidPage, StoredRecord,
-    TransferStore, record_digest,
+    AuditEvent, ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, RowidPage,
+    StoredRecord, TransferStore, record_digest,
 };
 
 /// The extract-before-delete gate for each of `ids` (`crate::operator`): whether the record
@@ -92,6 +92,19 @@ impl TransferStore for SqliteStore {
 
     fn audit_as(&self, access: Access) {
         self.set_operator_audit(access);
+    }
+
+    fn audit_page(
+        &self,
+        scope: Option<&Scope>,
+        after: i64,
+        limit: usize,
+    ) -> Result<Vec<(i64, AuditEvent)>> {
+        super::audit::page(&*self.read()?, scope.map(Scope::as_str), after, limit)
+    }
+
+    fn import_audit(&self, events: &[AuditEvent]) -> Result<u64> {
+        self.write(|tx| super::audit::import(tx, events))
     }
 
     fn import_batch(&self, records: &[ImportRecord<'_>]) -> Result<Vec<ImportOutcome>> {

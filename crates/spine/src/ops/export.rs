@@ -62,10 +62,11 @@ pub fn run(store: &dyn OperatorStore, args: &ExportArgs, stop: &Stop) -> Result<
     args.out.print(&report, || {
         let to = report.output.as_deref().unwrap_or("stdout");
         let text = format!(
-            "exported {} ({} with vectors) to {to}\n\
+            "exported {} ({} with vectors) and {} to {to}\n\
              {} now pass the purge gate of `spine spine-review purge` until they change",
             count(report.records, "record"),
             report.with_vectors,
+            count(report.audit_events, "audit event"),
             count(report.marked_exported, "record"),
         );
         // With stdout carrying the export, the summary goes to stderr.

@@ -68,6 +68,13 @@ fn print_human(s: &ImportReport) {
     if s.already_present > 0 {
         println!("skipped {} already present (same id)", count(s.already_present, "record"));
     }
+    if s.audit_events > 0 {
+        println!(
+            "imported {} into the audit log ({} already there)",
+            count(s.audit_imported, "audit event"),
+            s.audit_already_present
+        );
+    }
     for c in &s.short_id_taken {
         println!(
             "not imported: line {}, record {}: short_id {} is held by record {}",
