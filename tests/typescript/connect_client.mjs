@@ -133,6 +133,11 @@ async function asAlice(label, alice, ids) {
   check(related.anchor?.id === ids.deploysNow, `${label}: RelatedMemories anchor`);
   const chain = related.related.find((r) => r.memory?.id === ids.deploys);
   check(chain?.edges.some((e) => e.type === 'supersession'), `${label}: the supersession chain is related: ${related.related.map((r) => r.edges.map((e) => e.type))}`);
+  const history = await alice.getMemoryHistory({ id: ids.deploys });
+  check(JSON.stringify(history.events.map((e) => e.action)) === JSON.stringify(['supersede_memory', 'store_memory']),
+    `${label}: GetMemoryHistory, newest first: ${history.events.map((e) => e.action)}`);
+  check(history.id === ids.deploys && history.events.every((e) => e.outcome === 'ok' && e.actor === 'alice@example.com'),
+    `${label}: the history names the record and its actor`);
   const rules = await alice.listRules({ scopes: [RULES] });
   check(rules.rules.length === 1 && rules.rules[0].summary === 'No force-push to main', `${label}: ListRules`);
 
@@ -162,6 +167,7 @@ async function asBob(label, bob, ids) {
   const archived = await bob.archiveMemory({ ids: [ids.payroll, ids.tls] });
   check(archived.results.every((r) => r.outcome === 'not_found'), `${label}: Bob archives nothing of Alice's: ${archived.results.map((r) => r.outcome)}`);
   await fails(bob.relatedMemories({ id: ids.payroll }), Code.NotFound, `${label}: related of a private record`);
+  await fails(bob.getMemoryHistory({ id: ids.payroll }), Code.NotFound, `${label}: the history of a private record looks missing`);
   const tags = await bob.listTags({ scope: SCOPE });
   check(tags.tags.every((t) => t.count === 1n), `${label}: tag counts cover only what Bob can read`);
 }

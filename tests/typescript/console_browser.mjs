@@ -174,6 +174,10 @@ async function local(browser, s) {
   await page.locator('[data-testid=related]').waitFor();
   const related = await text(page, '[data-testid=related]');
   check(related.includes(s.old.short_id) && related.includes('supersession'), `related: ${related}`);
+  // Its history, from the audit log: the supersede that wrote it.
+  await page.locator('[data-testid=history]').waitFor();
+  const history = await text(page, '[data-testid=history] tbody');
+  check(history.includes('supersede_memory') && history.includes('ok'), `history: ${history}`);
   check((await text(page, '[data-testid=content]')).includes('built-in MiniLM'), 'full content shown');
   for (const f of ['States', 'Scope', 'Category', 'Source', 'Tags', 'Id', 'Short id', 'Owner', 'Visibility', 'Created']) {
     check(await page.locator('dl.fields dt', { hasText: new RegExp(`^${f}$`) }).count() === 1, `field ${f} shown`);
@@ -182,7 +186,12 @@ async function local(browser, s) {
   await page.locator('[data-testid=chain]').getByRole('link', { name: s.old.short_id }).click();
   await heading(page, `Record ${s.old.short_id}`);
   check((await text(page, 'dl.fields')).includes('superseded'), 'the predecessor is superseded');
-  say('  record: fields, chain and related records, links followed');
+  await page.locator('[data-testid=history]').waitFor();
+  const before = await page.evaluate(() => [...document.querySelectorAll('[data-testid=history] tbody tr')]
+    .map((tr) => tr.children[1].textContent));
+  check(JSON.stringify(before) === JSON.stringify(['supersede_memory', 'store_memory']),
+    `the predecessor's history, newest first: ${JSON.stringify(before)}`);
+  say('  record: fields, chain, related records and history, links followed');
 
   // Long content is shown whole and wraps instead of widening the page.
   await go(page, `#/record/${s.long.id}`);

@@ -251,6 +251,7 @@ async function recordPage(id) {
   const citations = (m.citations || []).map((c) => h('li', {}, `${c.kind}: ${c.ref}`, c.locator ? ` (${c.locator})` : '', c.pin ? ` @ ${c.pin}` : '', c.excerpt ? h('div', { class: 'content' }, c.excerpt) : ''));
   const chain = h('div', {}, h('p', { class: 'muted' }, 'Loading the chain…'));
   const related = h('div', {});
+  const history = h('div', {});
   show(`Record ${pick(m, 'short_id') || m.id}`,
     h('div', { class: 'toolbar' }, h('button', { type: 'button', onclick: async () => {
       try { if (await curate([m.id], archived)) route(); } catch (e) { if (!(e instanceof Stale)) status(e.message); }
@@ -269,7 +270,8 @@ async function recordPage(id) {
       field('Repository', m.repo), field('Summary source', pick(m, 'summary_source'))),
     citations.length ? [h('h2', {}, 'Citations'), h('ul', {}, citations)] : null,
     h('h2', {}, 'Supersession chain'), chain,
-    h('h2', {}, 'Related records'), related);
+    h('h2', {}, 'Related records'), related,
+    h('h2', {}, 'History'), history);
   // The chain: walk back through `supersedes` and forward through `superseded_by`.
   try {
     const before = [];
@@ -295,6 +297,18 @@ async function recordPage(id) {
     related.replaceChildren(items.length ? h('ul', { 'data-testid': 'related' }, items.map((it) => h('li', {},
       recordLink(it.memory), ' ', preview(it.memory), ' ', (it.edges || []).map((e) => chip(e.type))))) : h('p', { class: 'empty' }, 'No related records.'));
   } catch (e) { related.replaceChildren(errorBox(e)); }
+  // Who changed the record, and when: its events in the audit log, newest first.
+  try {
+    const hist = await rpc('GetMemoryHistory', { id: m.id });
+    const events = hist.events || [];
+    history.replaceChildren(events.length ? h('table', { 'data-testid': 'history' },
+      h('thead', {}, h('tr', {}, ['When', 'Action', 'Outcome', 'Actor', 'Via', 'Client'].map((c) => h('th', {}, c)))),
+      h('tbody', {}, events.map((e) => h('tr', {},
+        h('td', {}, when(e.at)), h('td', {}, e.action), h('td', {}, chip(e.outcome, e.outcome === 'ok' ? null : 'state')),
+        h('td', {}, e.actor || '(anonymous)'), h('td', {}, e.lane), h('td', {}, e.client || ''))))) :
+      h('p', { class: 'empty' }, 'No recorded changes.'),
+      hist.truncated ? h('p', { class: 'muted' }, 'Older events: spine audit --record ' + m.id) : null);
+  } catch (e) { history.replaceChildren(errorBox(e)); }
 }
 
 async function searchPage(q) {

@@ -5,7 +5,16 @@ use spine_core::{Error, RecordId, Timestamp};
 use spine_store::audit::OK;
 use spine_store::{AuditEvent, AuditQuery};
 
-use crate::{Caller, Service, store_error};
+use crate::args::IdArgs;
+use crate::memory::not_found;
+use crate::views::{HistoryEvent, HistoryResult};
+use crate::{Access, Caller, Service, store_error};
+
+/// The most events a record's history shows.
+pub const HISTORY_LIMIT: usize = 100;
+
+/// The most events read for a history: reads (`--audit-reads`) are dropped after reading.
+const HISTORY_SCAN: usize = 5_000;
 
 /// The tools that may change records: each call of one leaves exactly one audit event,
 /// whatever its outcome (docs/observability.md, "Audit log").
@@ -73,8 +82,33 @@ impl Service {
         self.store.prune_audit(before).map_err(store_error)
     }
 
-    /// The audit events `q` selects, newest first (the console's record history).
+    /// The audit events `q` selects, newest first.
     pub fn audit_events(&self, q: &AuditQuery) -> Result<Vec<AuditEvent>, Error> {
         self.store.audit_events(q).map_err(store_error)
+    }
+
+    /// A record's history (the console; Connect's GetMemoryHistory): the events of the
+    /// changes that name it (a refused attempt names no record), newest first, at most
+    /// [`HISTORY_LIMIT`], for a record `caller` can read (any state); `not_found` otherwise,
+    /// exactly like a missing id. Reads (`--audit-reads`) are left out: who else read a shared record is
+    /// the operator's to know (`spine audit`), not every reader's.
+    pub fn memory_history(&self, caller: &Caller, a: IdArgs) -> Result<HistoryResult, Error> {
+        let m = self
+            .store
+            .resolve(&Access::read(caller), &a.id.id)
+            .map_err(store_error)?
+            .ok_or_else(|| not_found(&a.id.input))?;
+        let q = AuditQuery { record: Some(m.id), limit: HISTORY_SCAN, ..AuditQuery::default() };
+        let mut events: Vec<HistoryEvent> = self
+            .store
+            .audit_events(&q)
+            .map_err(store_error)?
+            .into_iter()
+            .filter(|e| !RECALL_TOOLS.contains(&e.action.as_str()))
+            .map(HistoryEvent::from)
+            .collect();
+        let truncated = events.len() > HISTORY_LIMIT;
+        events.truncate(HISTORY_LIMIT);
+        Ok(HistoryResult { id: m.id, events, truncated })
     }
 }

@@ -84,6 +84,53 @@ impl Returned for Status {}
 /// The scopes and their counts (the Connect API's ListScopes).
 impl Returned for (Vec<(String, u64)>, bool) {}
 
+/// One entry of a record's history: an audit event without its owner, scope or other
+/// records.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HistoryEvent {
+    /// When it was written.
+    pub at: Timestamp,
+    /// Who made the call (empty: anonymous; an operator command: the login).
+    pub actor: String,
+    /// `mcp`, `connect` or `operator`.
+    pub lane: String,
+    /// The client as it named itself (`name/version`), empty when unknown.
+    pub client: String,
+    /// The tool or operator command.
+    pub action: String,
+    /// `ok`, or the error code the call answered.
+    pub outcome: String,
+    /// The call's trace id while traces were exported, else empty.
+    pub trace_id: String,
+}
+
+impl From<spine_store::AuditEvent> for HistoryEvent {
+    fn from(e: spine_store::AuditEvent) -> Self {
+        HistoryEvent {
+            at: e.at,
+            actor: e.actor,
+            lane: e.lane.as_str().to_owned(),
+            client: e.client,
+            action: e.action,
+            outcome: e.outcome,
+            trace_id: e.trace_id,
+        }
+    }
+}
+
+/// A record's history, newest first.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct HistoryResult {
+    /// The record.
+    pub id: RecordId,
+    /// The changes that name it, newest first.
+    pub events: Vec<HistoryEvent>,
+    /// true when older events were left out.
+    pub truncated: bool,
+}
+
+impl Returned for HistoryResult {}
+
 /// Characters of content a compact view carries when a record has no summary.
 pub const COMPACT_CONTENT_CHARS: usize = 280;
 

@@ -65,7 +65,8 @@ Endpoints on the --listen address:
   /spine.v1.MemoryService/<Method>        Connect API, POST (JSON or binary protobuf):
                                           SearchMemories, ListMemories, GetMemory,
                                           ArchiveMemory, RestoreMemory, ListScopes, ListTags,
-                                          RelatedMemories, ListRules (docs/connect.md)
+                                          RelatedMemories, ListRules, GetMemoryHistory
+                                          (docs/connect.md)
   /console                                the web console (docs/console.md); its files under
                                           /console/ and its OAuth redirect, /console/callback
   /metrics                                Prometheus text format; served on --metrics-listen

@@ -169,6 +169,8 @@ impl MemoryService for SpineConnect {
             "RelatedMemories", RelatedMemoriesArgs, Service::related_memories;
         list_rules(ListRulesRequest) -> ListRulesResponse =
             "ListRules", ListRulesArgs, Service::list_rules;
+        get_memory_history(GetMemoryHistoryRequest) -> GetMemoryHistoryResponse =
+            "GetMemoryHistory", IdArgs, Service::memory_history;
     }
 
     async fn list_memories(

@@ -97,6 +97,14 @@ impl TryFrom<GetMemoryRequest> for IdArgs {
     }
 }
 
+impl TryFrom<GetMemoryHistoryRequest> for IdArgs {
+    type Error = Error;
+
+    fn try_from(r: GetMemoryHistoryRequest) -> Result<Self, Error> {
+        Ok(IdArgs { id: id(&r.id)? })
+    }
+}
+
 /// The ids of archive_memory / restore_memory.
 fn batch(ids: Vec<String>) -> Result<BatchIdsArgs, Error> {
     nul_free_each("ids", &ids)?;

@@ -120,6 +120,31 @@ impl From<views::ListResult> for ListMemoriesResponse {
     }
 }
 
+impl From<views::HistoryResult> for GetMemoryHistoryResponse {
+    fn from(r: views::HistoryResult) -> Self {
+        let events = r
+            .events
+            .into_iter()
+            .map(|e| HistoryEvent {
+                at: e.at.to_rfc3339(),
+                actor: e.actor,
+                lane: e.lane,
+                client: e.client,
+                action: e.action,
+                outcome: e.outcome,
+                trace_id: e.trace_id,
+                ..Default::default()
+            })
+            .collect();
+        GetMemoryHistoryResponse {
+            id: r.id.to_string(),
+            events,
+            truncated: r.truncated,
+            ..Default::default()
+        }
+    }
+}
+
 impl From<views::MemoryView> for GetMemoryResponse {
     fn from(v: views::MemoryView) -> Self {
         GetMemoryResponse { memory: MessageField::some(v.into()), ..Default::default() }
