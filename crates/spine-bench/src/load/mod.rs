@@ -98,6 +98,11 @@ struct Args {
     /// without keep-alive meets; the two together show the cost of reusing a connection).
     #[arg(long)]
     fresh_connections: bool,
+    /// With --binary: start a local OTLP/HTTP receiver that takes every export and keeps
+    /// nothing, and point the server at it (OTEL_EXPORTER_OTLP_ENDPOINT): the cost of tracing
+    /// on (docs/performance.md, "Tracing and audit overhead").
+    #[arg(long, requires = "binary")]
+    otlp_sink: bool,
     /// Extra `spine serve` arguments for --binary (e.g. -- --embed-precision f32).
     #[arg(last = true)]
     serve_args: Vec<String>,
@@ -370,12 +375,19 @@ pub fn run(args: &[String]) -> Result<()> {
 }
 
 async fn measure(args: Args, corpus: Vec<(String, String)>) -> Result<()> {
+    let mut otlp: Option<Arc<AtomicUsize>> = None;
     let (server, url) = match (&args.url, &args.binary) {
         (Some(_), _) if !args.serve_args.is_empty() => bail!("-- serve arguments need --binary"),
         (Some(url), _) => (None, url.clone()),
         (None, binary) => {
             let binary = binary.clone().unwrap_or_else(|| "target/release/spine".into());
-            let (server, url) = start(&binary, &args.serve_args).await?;
+            let mut env = Vec::new();
+            if args.otlp_sink {
+                let (endpoint, received) = server::otlp_sink().await?;
+                otlp = Some(received);
+                env.push(("OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(), endpoint));
+            }
+            let (server, url) = start(&binary, &args.serve_args, &env).await?;
             (Some(server), url)
         }
     };
@@ -425,6 +437,7 @@ async fn measure(args: Args, corpus: Vec<(String, String)>) -> Result<()> {
         session.close().await;
     }
     drop(server);
+    let otlp_requests = otlp.map(|n| n.load(Ordering::Relaxed));
 
     let (tally, errors) = std::mem::take(&mut *work.outcomes.lock().expect("the sessions ended"));
     let mut tools = BTreeMap::new();
@@ -446,6 +459,7 @@ async fn measure(args: Args, corpus: Vec<(String, String)>) -> Result<()> {
         server_cores: server_cpu_s.map(|c| c / secs),
         server_peak_rss_mib,
         client_cpu_s,
+        otlp_requests,
         errors,
         tools,
     };
@@ -476,6 +490,8 @@ struct Summary {
     server_cores: Option<f64>,
     server_peak_rss_mib: Option<f64>,
     client_cpu_s: Option<f64>,
+    /// With --otlp-sink: the export requests the receiver took.
+    otlp_requests: Option<usize>,
     /// The first errors, at most [`KEPT_ERRORS`].
     errors: Vec<String>,
 }
@@ -524,6 +540,9 @@ impl Summary {
         }
         if let Some(cpu) = self.client_cpu_s {
             println!("client (this process): {cpu:.1} CPU s, {:.2} cores busy", cpu / secs);
+        }
+        if let Some(n) = self.otlp_requests {
+            println!("OTLP receiver: {n} export requests taken");
         }
         for e in &self.errors {
             println!("error: {e}");

@@ -27,7 +27,11 @@ impl Drop for Server {
 
 /// Starts `binary serve` on a fresh data directory and a free loopback port, and waits for
 /// `/healthz` to answer 200.
-pub(super) async fn start(binary: &Path, extra: &[String]) -> Result<(Server, Uri)> {
+pub(super) async fn start(
+    binary: &Path,
+    extra: &[String],
+    env: &[(String, String)],
+) -> Result<(Server, Uri)> {
     let data_dir = tempfile::tempdir()?;
     let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
     let mut command = Command::new(binary);
@@ -50,6 +54,7 @@ pub(super) async fn start(binary: &Path, extra: &[String]) -> Result<(Server, Ur
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(extra)
         .env("SPINE_LOG", "warn")
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()
@@ -106,4 +111,36 @@ pub(super) fn cpu_seconds(pid: impl Display) -> Option<f64> {
     // SAFETY: sysconf reads a constant of the system; it has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     Some(ticks / if hz > 0 { hz as f64 } else { 100.0 })
+}
+
+/// A local OTLP/HTTP receiver on a free loopback port: answers every POST (`/v1/traces`,
+/// `/v1/metrics`) with an empty success, reading the body and keeping nothing. Returns its
+/// base URL and the count of requests it took.
+pub(super) async fn otlp_sink() -> Result<(String, Arc<AtomicUsize>)> {
+    use hyper::service::service_fn;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let endpoint = format!("http://{}", listener.local_addr()?);
+    let taken = Arc::new(AtomicUsize::new(0));
+    let counted = taken.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let serve = service_fn(move |request: Request<hyper::body::Incoming>| {
+                    let counted = counted.clone();
+                    async move {
+                        let _ = request.into_body().collect().await;
+                        counted.fetch_add(1, Ordering::Relaxed);
+                        hyper::Response::builder()
+                            .header(CONTENT_TYPE, "application/x-protobuf")
+                            .body(Full::new(Bytes::new()))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(socket), serve)
+                    .await;
+            });
+        }
+    });
+    Ok((endpoint, taken))
 }

@@ -179,7 +179,7 @@ pub fn run(args: &[String]) -> Result<()> {
 
 async fn soak(args: Args, corpus: Vec<(String, String)>) -> Result<Vec<String>> {
     let binary = args.binary.clone().unwrap_or_else(|| "target/release/spine".into());
-    let (server, url) = start(&binary, &args.serve_args).await?;
+    let (server, url) = start(&binary, &args.serve_args, &[]).await?;
     let pid = server.child.id();
     let mut mix = Workload::new(Mode::Mix, corpus.clone(), String::new());
     if args.records > 0 {
