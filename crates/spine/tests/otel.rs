@@ -240,6 +240,11 @@ async fn spans_and_metrics_reach_a_real_receiver_and_hold_no_content() {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 404, "a missing id is not_found over Connect");
+    // A client of an older protocol opens an HTTP session with `initialize`: its requests
+    // name the session, and the session's duration is recorded when it ends.
+    let session = http_client_at(&server.addr).await;
+    session.list_all_tools().await.unwrap();
+    session.cancel().await.unwrap();
     stop(&mut server).await;
 
     let store = got.span("tools/call store_memory");
@@ -273,6 +278,17 @@ async fn spans_and_metrics_reach_a_real_receiver_and_hold_no_content() {
     }
     let list = got.span("tools/list");
     assert_eq!(attrs(&list.attributes)["mcp.method.name"], "tools/list");
+    let init = attrs(&got.span("initialize").attributes);
+    let in_session: Vec<HashMap<String, String>> = got
+        .spans()
+        .iter()
+        .map(|s| attrs(&s.attributes))
+        .filter(|a| a.contains_key("mcp.session.id"))
+        .collect();
+    assert!(
+        in_session.iter().any(|a| a["mcp.method.name"] == "tools/list"),
+        "the session's tools/list names it: {in_session:?} (initialize: {init:?})"
+    );
 
     // A tool error is an ordinary JSON-RPC result: only the span says it failed.
     let missing = got.span("tools/call get_memory");
@@ -321,6 +337,7 @@ async fn spans_and_metrics_reach_a_real_receiver_and_hold_no_content() {
         })
     };
     assert!(has("store_memory", None), "{names:?} {points:?}");
+    assert!(names.iter().any(|n| n == "mcp.server.session.duration"), "{names:?}");
     assert!(has("get_memory", Some("not_found")), "{points:?}");
 
     // Only the conventions' attributes, on every span: nothing else can carry a value.
