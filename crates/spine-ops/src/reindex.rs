@@ -11,7 +11,7 @@ use std::time::Instant;
 use serde::Serialize;
 use spine_core::RecordId;
 use spine_embed::Embedder;
-use spine_store::{Embedding, Store};
+use spine_store::{Embedding, TransferStore};
 
 use crate::{Error, Progress, Result};
 
@@ -45,7 +45,7 @@ impl ReindexReport {
 
 /// Re-embeds `store` with `embedder`, `batch` records per embedding call. Blocking.
 pub fn reindex(
-    store: &dyn Store,
+    store: &dyn TransferStore,
     embedder: &dyn Embedder,
     batch: usize,
     progress: &mut dyn Progress,
@@ -84,8 +84,14 @@ pub fn reindex(
                 page.len()
             )));
         }
-        for ((id, _), vector) in page.iter().zip(&vectors) {
-            if store.set_vector(id, Embedding { model, vector })? {
+        // The page in one transaction: one audit event names every record it re-embedded.
+        let items: Vec<(RecordId, Embedding<'_>)> = page
+            .iter()
+            .zip(&vectors)
+            .map(|((id, _), vector)| (*id, Embedding { model, vector }))
+            .collect();
+        for set in store.set_vectors(&items)? {
+            if set {
                 reembedded += 1;
             } else {
                 vanished += 1;

@@ -273,3 +273,30 @@ fn an_operator_handle_writes_one_event_per_transaction_that_changes_records() {
         }
     });
 }
+
+#[test]
+fn a_page_of_vectors_is_one_transaction_and_one_event() {
+    on_both(|s| {
+        let a = record(SCOPE, "Deploys on Tuesdays.", "alice", 1_800_000_000);
+        let b = record(OTHER, "Use rustls.", "bob", 1_800_000_001);
+        let gone = record(SCOPE, "Deleted meanwhile.", "alice", 1_800_000_002);
+        for m in [&a, &b] {
+            s.insert(&Access::operator(), m, E).unwrap();
+        }
+        let access =
+            Access::operator().audited("ops", Audit::new(Lane::Operator, "reindex", "spine/test"));
+        s.audit_as(access.clone());
+        let set = s.set_vectors(&[(a.id, E), (gone.id, E), (b.id, E)]).unwrap();
+        assert_eq!(set, [true, false, true]);
+        assert!(access.audit().unwrap().was_recorded());
+        let events = every_event(s);
+        assert_eq!(events.len(), 1, "one event for the page: {events:?}");
+        let mut both = vec![a.id, b.id];
+        both.sort();
+        assert_eq!((events[0].record_ids.clone(), events[0].scope.as_str()), (both, ""));
+        assert_eq!(events[0].action, "reindex");
+        // A page of records that are all gone changes nothing and writes nothing.
+        assert_eq!(s.set_vectors(&[(gone.id, E)]).unwrap(), [false]);
+        assert_eq!(every_event(s).len(), 1);
+    });
+}

@@ -77,6 +77,12 @@ pub trait TransferStore: Store {
     /// Either every record of the batch is dealt with or, on an error, none is written.
     fn import_batch(&self, records: &[ImportRecord<'_>]) -> Result<Vec<ImportOutcome>>;
 
+    /// Replaces (or adds) the vector of each record of `items` and its embedder stamp, in
+    /// one transaction, leaving the records themselves untouched (`spine reindex`'s page):
+    /// entry i is false when record i no longer exists (deleted meanwhile). Like
+    /// [`Store::set_vector`], with one audit event for the transaction.
+    fn set_vectors(&self, items: &[(RecordId, Embedding<'_>)]) -> Result<Vec<bool>>;
+
     /// Up to `limit` audit events written after position `after` (0: from the first), in the
     /// order they were written, only those of `scope` when given: each with its position,
     /// to pass as `after` for the next page (`spine export`).

@@ -15,14 +15,15 @@ use spine_core::{EpochSeconds, Memory, RecordId, Scope};
 use super::PgStore;
 use super::query::Where;
 use super::rows::write_body;
-use crate::AuditEvent;
 use crate::codec::parse_id;
 use crate::fields::Fields;
 use crate::operator::export_gate_verdict;
+use crate::{AuditEvent, Embedding};
 use crate::{
     ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, RowidPage, StoreError,
     StoredRecord, TransferStore, record_digest,
 };
+use pgvector::Vector;
 
 /// The extract-before-delete gate for each of `ids` (`crate::operator`): whether the record
 /// exists and was exported as it is now, and the file it was last exported to.
@@ -117,6 +118,48 @@ impl TransferStore for PgStore {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let rows = self.query(super::audit::PAGE_SQL, &[&after, &scope, &limit])?;
         rows.iter().map(super::audit::read_positioned).collect()
+    }
+
+    fn set_vectors(&self, items: &[(RecordId, Embedding<'_>)]) -> Result<Vec<bool>> {
+        let mut sizes: Vec<usize> = items.iter().map(|(_, e)| e.vector.len()).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        for dims in sizes {
+            self.ensure_vector_index(dims)?;
+        }
+        let (set, wrote) = self.block(async {
+            let mut client = self.pool.get().await?;
+            let tx = client.transaction().await?;
+            let update = tx
+                .prepare_cached(
+                    "UPDATE memories SET model = $2, dims = $3, vec = $4 WHERE id = $1
+                     RETURNING scope",
+                )
+                .await?;
+            let (mut set, mut changed) = (Vec::with_capacity(items.len()), Vec::new());
+            for (id, e) in items {
+                let row = tx
+                    .query_opt(
+                        &update,
+                        &[
+                            &id.to_string(),
+                            &e.model,
+                            &(e.vector.len() as i32),
+                            &Vector::from(e.vector.to_vec()),
+                        ],
+                    )
+                    .await?;
+                set.push(row.is_some());
+                if let Some(row) = row {
+                    changed.push((*id, row.try_get::<_, String>(0)?));
+                }
+            }
+            let wrote = self.record_operator(&tx, changed).await?;
+            tx.commit().await?;
+            Ok::<_, crate::StoreError>((set, wrote))
+        })?;
+        self.operator_recorded(wrote);
+        Ok(set)
     }
 
     fn import_audit(&self, events: &[AuditEvent]) -> Result<u64> {

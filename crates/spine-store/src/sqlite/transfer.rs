@@ -24,8 +24,8 @@ use crate::Access;
 use crate::codec::parse_id;
 use crate::operator::export_gate_verdict;
 use crate::{
-    AuditEvent, ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result, RowidPage,
-    StoredRecord, TransferStore, record_digest,
+    AuditEvent, Embedding, ExpiredRecord, ImportOutcome, ImportRecord, MigratePage, Result,
+    RowidPage, StoredRecord, TransferStore, record_digest,
 };
 
 /// The extract-before-delete gate for each of `ids` (`crate::operator`): whether the record
@@ -105,6 +105,25 @@ impl TransferStore for SqliteStore {
 
     fn import_audit(&self, events: &[AuditEvent]) -> Result<u64> {
         self.write(|tx| super::audit::import(tx, events))
+    }
+
+    fn set_vectors(&self, items: &[(RecordId, Embedding<'_>)]) -> Result<Vec<bool>> {
+        let (set, wrote) = self.write(|tx| {
+            let mut find = tx.prepare_cached("SELECT rowid, scope FROM memories WHERE id = ?1")?;
+            let (mut set, mut changed) = (Vec::with_capacity(items.len()), Vec::new());
+            for (id, embedding) in items {
+                let row: Option<(i64, String)> =
+                    find.query_row([id.to_string()], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+                set.push(row.is_some());
+                if let Some((rowid, scope)) = row {
+                    write_vector(tx, rowid, *embedding)?;
+                    changed.push((*id, scope));
+                }
+            }
+            Ok((set, self.record_operator(tx, changed)?))
+        })?;
+        self.operator_recorded(wrote);
+        Ok(set)
     }
 
     fn import_batch(&self, records: &[ImportRecord<'_>]) -> Result<Vec<ImportOutcome>> {
