@@ -467,3 +467,28 @@ async fn a_stuck_collector_changes_no_result_and_drops_are_counted() {
     client.cancel().await.unwrap();
     server.child.kill().await.unwrap();
 }
+
+/// `OTEL_SDK_DISABLED=true` keeps export off whatever endpoint is set: the receiver hears
+/// nothing, and the calls are served as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otel_sdk_disabled_exports_nothing() {
+    let (endpoint, got) = http_receiver().await;
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_SDK_DISABLED", "true"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "100"),
+    ];
+    let mut server = start_http_env(TempDir::new().unwrap(), &[], &env).await;
+    let client = http_client_at(&server.addr).await;
+    ok(call(
+        &client,
+        "store_memory",
+        json!({"content": "Backups run nightly.", "scope": "d:project:ops",
+               "source": "user-said", "category": "convention"}),
+    )
+    .await);
+    client.cancel().await.unwrap();
+    stop(&mut server).await;
+    assert!(got.raw.lock().unwrap().is_empty(), "nothing was exported");
+}
