@@ -82,10 +82,6 @@ impl Embedder for BackgroundEmbedder {
         }
     }
 
-    fn tokens(&self, text: &str) -> Option<usize> {
-        self.cell.get()?.as_ref().ok()?.tokens(text)
-    }
-
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         match self.cell.get_or_init(|| load(&self.dir, self.precision)) {
             Ok(model) => model.embed(texts),

@@ -103,10 +103,6 @@ impl<E: Embedder> Embedder for CachedEmbedder<E> {
         self.inner.ready()
     }
 
-    fn tokens(&self, text: &str) -> Option<usize> {
-        self.inner.tokens(text)
-    }
-
     fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
         let Some(cache) = &self.cache else {
             return timed("query", 1, || self.inner.embed_query(query));

@@ -88,13 +88,6 @@ pub trait Embedder: Send + Sync {
             .pop()
             .ok_or_else(|| EmbedError::Inference("the embedder returned no vector".into()))
     }
-    /// How many tokens the model reads of `text` (after truncation), when this embedder can
-    /// tell without embedding it: the built-in model's tokenizer; `None` for a provider over
-    /// HTTP, or a model not loaded yet. Asked only while traces are exported (an embedding
-    /// span's `gen_ai.usage.input_tokens`).
-    fn tokens(&self, _text: &str) -> Option<usize> {
-        None
-    }
 }
 
 /// Implements [`Embedder`] for a pointer to one, forwarding every method.
@@ -115,9 +108,6 @@ macro_rules! forward_embedder {
             }
             fn ready(&self) -> Result<(), String> {
                 (**self).ready()
-            }
-            fn tokens(&self, text: &str) -> Option<usize> {
-                (**self).tokens(text)
             }
         }
     };
@@ -386,10 +376,6 @@ impl BuiltinEmbedder {
 impl Embedder for BuiltinEmbedder {
     fn model_id(&self) -> &str {
         MODEL_ID
-    }
-
-    fn tokens(&self, text: &str) -> Option<usize> {
-        self.tokenizer.encode(text, true).ok().map(|e| e.get_ids().len())
     }
 
     fn dims(&self) -> usize {

@@ -160,26 +160,19 @@ impl Service {
     }
 
     /// The span of one embedding (GenAI semantic conventions, `embeddings`): the model, the
-    /// kind of text, how many, how long and its tokens (when the embedder can count them);
-    /// never the text.
+    /// kind of text, how many and how long; never the text. Token counts are not known here:
+    /// the model's passes coalesce texts of many calls on its own threads.
     fn embed_span(&self, kind: &'static str, text: &str) -> tracing::Span {
-        let span = spine_core::otel_span!(
+        spine_core::otel_span!(
             "embeddings",
             otel.name = format!("embeddings {}", self.embedder.model_id()),
             otel.kind = "client",
             gen_ai.operation.name = "embeddings",
             gen_ai.request.model = self.embedder.model_id(),
-            gen_ai.usage.input_tokens = tracing::field::Empty,
             spine.embed.kind = kind,
             spine.embed.texts = 1,
             spine.embed.chars = text.chars().count(),
-        );
-        if !span.is_disabled()
-            && let Some(n) = self.embedder.tokens(text)
-        {
-            span.record("gen_ai.usage.input_tokens", n);
-        }
-        span
+        )
     }
 
     /// Mints a short id no record uses yet (50 random bits; a clash is rare, so retry).

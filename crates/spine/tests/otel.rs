@@ -80,7 +80,6 @@ const ATTRIBUTES: &[&str] = &[
     "gen_ai.operation.name",
     "gen_ai.prompt.name",
     "gen_ai.request.model",
-    "gen_ai.usage.input_tokens",
     "mcp.session.id",
     "mcp.protocol.version",
     "jsonrpc.request.id",
@@ -262,18 +261,7 @@ async fn spans_and_metrics_reach_a_real_receiver_and_hold_no_content() {
     assert!(!a.contains_key("error.type"), "{a:?}");
     let children = got.under(&store);
     let names: Vec<&str> = children.iter().map(|s| s.name.as_str()).collect();
-    let embedding = children
-        .iter()
-        .find(|s| s.name.starts_with("embeddings "))
-        .unwrap_or_else(|| panic!("{names:?}"));
-    let e = attrs(&embedding.attributes);
-    assert_eq!(
-        (e["spine.embed.kind"].as_str(), e["spine.embed.texts"].as_str()),
-        ("content", "1"),
-        "{e:?}"
-    );
-    let tokens: usize = e["gen_ai.usage.input_tokens"].parse().unwrap();
-    assert!((8..=256).contains(&tokens), "the content's tokens: {e:?}");
+    assert!(names.iter().any(|n| n.starts_with("embeddings ")), "{names:?}");
     let insert =
         children.iter().find(|s| s.name == "insert").unwrap_or_else(|| panic!("{names:?}"));
     let db = attrs(&insert.attributes);

@@ -403,10 +403,6 @@ impl<E: Embedder + 'static> Embedder for BatchingEmbedder<E> {
         self.inner().ready()
     }
 
-    fn tokens(&self, text: &str) -> Option<usize> {
-        self.inner().tokens(text)
-    }
-
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         if texts.is_empty() {
             return Ok(Vec::new());
