@@ -3,6 +3,7 @@
 //! from the store when scraped.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use axum::Router;
@@ -32,7 +33,25 @@ pub fn router(store: StateCounter) -> Result<Router> {
         .install_recorder()
         .context("installing the metrics recorder")?;
     spine_server::metrics::describe();
+    tokio::spawn(upkeep(handle.clone()));
     Ok(Router::new().route("/metrics", get(move || render(handle.clone(), store.clone()))))
+}
+
+/// How often the histograms' samples are folded into their buckets.
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// Folds the histograms' samples into their buckets every [`UPKEEP_EVERY`]. The recorder
+/// queues every sample until upkeep (or a scrape) drains it, and `install_recorder`, unlike
+/// the exporter's own listener, leaves upkeep to its caller: without this task a server
+/// that nobody scrapes held each call's samples for ever (about 35 MiB an hour under the
+/// soak's load; docs/reliability.md, "Soak").
+async fn upkeep(handle: PrometheusHandle) {
+    let mut every = tokio::time::interval(UPKEEP_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        handle.run_upkeep();
+    }
 }
 
 /// Counts the records by state (a full pass over the store's state columns), then renders
