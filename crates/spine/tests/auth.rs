@@ -557,16 +557,8 @@ async fn claim_changes_follow_the_owner_claim() {
 /// command sets SPINE_REQUIRE_PYTHON so it can never be skipped there.
 #[tokio::test]
 async fn python_sdk_client_with_a_bearer_token() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let python = root.join("target/pyenv/bin/python");
-    if !python.exists() {
-        assert!(
-            std::env::var_os("SPINE_REQUIRE_PYTHON").is_none(),
-            "the Python SDK environment is missing: run scripts/test.sh"
-        );
-        eprintln!("skipped: no Python SDK environment (scripts/test.sh creates it)");
-        return;
-    }
+    let Some(python) = crate::common::python() else { return };
+    let root = crate::common::repo();
     let issuer = TestIssuer::start().await;
     let mut server = oidc_server(&issuer, &[]).await;
     let out = tokio::process::Command::new(&python)
@@ -635,7 +627,7 @@ async fn connect_calls_need_a_token_and_keep_owners_apart() {
 /// so it can never be skipped there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typescript_connect_client_over_both_codecs() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = crate::common::repo();
     let script = root.join("tests/typescript/connect_client.mjs");
     if !root.join("tests/typescript/gen/spine/v1/memory_pb.js").exists() {
         assert!(

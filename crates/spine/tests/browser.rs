@@ -14,7 +14,7 @@ const CONSOLE: &str = "spine-console";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_in_a_real_browser() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = crate::common::repo();
     let chromium = std::env::var("SPINE_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     let ready = root.join("tests/typescript/node_modules/playwright-core").exists()
         && std::path::Path::new(&chromium).exists();

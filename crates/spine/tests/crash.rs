@@ -453,7 +453,7 @@ async fn acknowledged_writes_survive_database_crashes() {
     }
     let restarts: usize =
         std::env::var("SPINE_CRASH_KILLS").ok().and_then(|k| k.parse().ok()).unwrap_or(3);
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = crate::common::repo();
     let out = std::process::Command::new("bash")
         .arg(root.join("scripts/postgres.sh"))
         .stderr(Stdio::null())

@@ -53,7 +53,7 @@ async fn the_image_holds_what_spine_needs_and_runs_as_10001() {
     }
     let dir = TempDir::new().unwrap();
     let archive = dir.path().join("spine.oci.tar");
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let repo = crate::common::repo();
     let out = Command::new("bash")
         .arg(repo.join("scripts/image.sh"))
         .args(["--binary", SPINE, "--tag", "test-tag", "--output"])

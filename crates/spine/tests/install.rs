@@ -697,7 +697,7 @@ fn dry_run_prints_the_lines_it_would_add_and_writes_nothing() {
 
 #[test]
 fn the_claude_code_plugin_runs_the_spine_on_path_with_the_installed_hooks() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let root = crate::common::repo();
     let plugin = read_json(&root.join(".claude-plugin/plugin.json"));
     assert_eq!(plugin["name"], "spine");
     assert_eq!(

@@ -194,16 +194,8 @@ async fn stop(server: &mut Server) {
 /// no exported byte holds the stored text, the query, the scope or a tag.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_and_metrics_reach_a_real_receiver_and_hold_no_content() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let python = root.join("target/pyenv/bin/python");
-    if !python.exists() {
-        assert!(
-            std::env::var_os("SPINE_REQUIRE_PYTHON").is_none(),
-            "the Python SDK environment is missing: run scripts/test.sh"
-        );
-        eprintln!("skipped: no Python SDK environment (scripts/test.sh creates it)");
-        return;
-    }
+    let Some(python) = crate::common::python() else { return };
+    let root = crate::common::repo();
     let (endpoint, got) = http_receiver().await;
     let dir = TempDir::new().unwrap();
     let data = dir.path().to_owned();

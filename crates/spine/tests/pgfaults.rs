@@ -23,7 +23,7 @@
 //! Each test runs on a cluster of its own (scripts/postgres.sh), so stopping it touches no
 //! other test; the PostgreSQL pass runs them. No sleep but short polls inside deadlines.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -77,7 +77,7 @@ struct Cluster {
 impl Cluster {
     fn start() -> Cluster {
         let out = std::process::Command::new("bash")
-            .arg(repo().join("scripts/postgres.sh"))
+            .arg(crate::common::repo().join("scripts/postgres.sh"))
             .stderr(Stdio::null())
             .output()
             .unwrap();
@@ -142,14 +142,10 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = std::process::Command::new("bash")
-            .arg(repo().join("scripts/postgres.sh"))
+            .arg(crate::common::repo().join("scripts/postgres.sh"))
             .args(["stop", &self.url])
             .output();
     }
-}
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// A `psql` session of the test's own, holding in an open transaction the lock a node's
@@ -199,7 +195,7 @@ impl Relay {
     async fn to(cluster: &Cluster) -> Relay {
         let port = free_port();
         let child = tokio::process::Command::new("python3")
-            .arg(repo().join("scripts/bench-relay.py"))
+            .arg(crate::common::repo().join("scripts/bench-relay.py"))
             .args([port.to_string(), cluster.port().to_string(), "0".into()])
             .stderr(Stdio::null())
             .kill_on_drop(true)

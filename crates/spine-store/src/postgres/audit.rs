@@ -77,31 +77,32 @@ pub(super) fn recorded_sql(change: &str, at: &[String]) -> String {
 
 /// Appends `e` through `client` (in a change's transaction, or on its own).
 pub(super) async fn append<C: GenericClient>(client: &C, e: &AuditEvent) -> Result<()> {
+    write(client, &format!("INSERT INTO audit_events ({COLUMNS}) VALUES ({VALUES})"), e)
+        .await
+        .map(|_| ())
+}
+
+/// [`COLUMNS`]' placeholders, typed.
+const VALUES: &str = "$1::bigint, $2::text, $3::text, $4::text, $5::text, $6::text, $7::text, $8::text, $9::text[], $10::text";
+
+/// Runs `sql` (an insert taking [`COLUMNS`] as [`VALUES`]) with `e`'s values: the rows it
+/// wrote.
+async fn write<C: GenericClient>(client: &C, sql: &str, e: &AuditEvent) -> Result<u64> {
     let ids: Vec<String> = e.record_ids.iter().map(|id| id.to_string()).collect();
-    let stmt = client
-        .prepare_cached(&format!(
-            "INSERT INTO audit_events ({COLUMNS})
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-        ))
-        .await?;
-    client
-        .execute(
-            &stmt,
-            &[
-                &e.at.as_micros(),
-                &e.actor,
-                &e.owner,
-                &e.lane.as_str(),
-                &e.client,
-                &e.action,
-                &e.trace_id,
-                &e.scope,
-                &ids,
-                &e.outcome,
-            ],
-        )
-        .await?;
-    Ok(())
+    let stmt = client.prepare_cached(sql).await?;
+    let values: [&(dyn ToSql + Sync); 10] = [
+        &e.at.as_micros(),
+        &e.actor,
+        &e.owner,
+        &e.lane.as_str(),
+        &e.client,
+        &e.action,
+        &e.trace_id,
+        &e.scope,
+        &ids,
+        &e.outcome,
+    ];
+    Ok(client.execute(&stmt, &values).await?)
 }
 
 /// The statement listing the events `q` selects, newest first.
@@ -177,37 +178,13 @@ pub(super) fn read_positioned(r: &Row) -> Result<(i64, AuditEvent)> {
 /// Appends each of `events` through `client` unless an identical one is in the log: how
 /// many it appended.
 pub(super) async fn import<C: GenericClient>(client: &C, events: &[AuditEvent]) -> Result<u64> {
-    let present = client
-        .prepare_cached(
-            "SELECT 1 FROM audit_events WHERE at = $1 AND actor = $2 AND owner = $3 AND lane = $4
-                AND client = $5 AND action = $6 AND trace_id = $7 AND scope = $8
-                AND record_ids = $9::text[] AND outcome = $10",
-        )
-        .await?;
+    let sql = format!(
+        "INSERT INTO audit_events ({COLUMNS}) SELECT {VALUES}
+         WHERE NOT EXISTS (SELECT 1 FROM audit_events WHERE ({COLUMNS}) = ({VALUES}))"
+    );
     let mut appended = 0;
     for e in events {
-        let ids: Vec<String> = e.record_ids.iter().map(|id| id.to_string()).collect();
-        let found = client
-            .query_opt(
-                &present,
-                &[
-                    &e.at.as_micros(),
-                    &e.actor,
-                    &e.owner,
-                    &e.lane.as_str(),
-                    &e.client,
-                    &e.action,
-                    &e.trace_id,
-                    &e.scope,
-                    &ids,
-                    &e.outcome,
-                ],
-            )
-            .await?;
-        if found.is_none() {
-            append(client, e).await?;
-            appended += 1;
-        }
+        appended += write(client, &sql, e).await?;
     }
     Ok(appended)
 }

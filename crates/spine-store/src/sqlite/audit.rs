@@ -11,12 +11,37 @@ use crate::{Access, Result, StoreError};
 
 /// Appends `e` through `conn`: inside a write's transaction, with its change.
 pub(super) fn append(conn: &Connection, e: &AuditEvent) -> Result<()> {
-    conn.prepare_cached(
-        "INSERT INTO audit_events
-            (at, actor, owner, lane, client, action, scope, record_ids, outcome, trace_id)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-    )?
-    .execute(params![
+    write(conn, APPEND, e).map(|_| ())
+}
+
+/// The columns of an event, in [`write`]'s parameter order and the order [`list`] reads.
+macro_rules! columns {
+    () => {
+        "at, actor, owner, lane, client, action, scope, record_ids, outcome, trace_id"
+    };
+}
+
+/// Appends the event bound as `?1` … `?10`.
+const APPEND: &str = concat!(
+    "INSERT INTO audit_events (",
+    columns!(),
+    ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+);
+
+/// Appends the event bound as `?1` … `?10` unless an identical one is in the log.
+const APPEND_NEW: &str = concat!(
+    "INSERT INTO audit_events (",
+    columns!(),
+    ") SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10
+     WHERE NOT EXISTS (SELECT 1 FROM audit_events WHERE at = ?1 AND actor = ?2 AND owner = ?3
+        AND lane = ?4 AND client = ?5 AND action = ?6 AND scope = ?7 AND record_ids = ?8
+        AND outcome = ?9 AND trace_id = ?10)"
+);
+
+/// Runs `sql` (an insert taking the `columns!()` as `?1` … `?10`) with `e`'s values: the rows
+/// it wrote.
+fn write(conn: &Connection, sql: &str, e: &AuditEvent) -> Result<usize> {
+    Ok(conn.prepare_cached(sql)?.execute(params![
         e.at.as_micros(),
         e.actor,
         e.owner,
@@ -27,8 +52,7 @@ pub(super) fn append(conn: &Connection, e: &AuditEvent) -> Result<()> {
         e.ids_json(),
         e.outcome,
         e.trace_id,
-    ])?;
-    Ok(())
+    ])?)
 }
 
 /// Writes the event of a change `access` attributes, over the records it `changed` (with
@@ -47,10 +71,7 @@ pub(super) fn record(
 
 /// The events `q` selects, newest first (by time, then by the order they were written).
 pub(super) fn list(conn: &Connection, q: &AuditQuery) -> Result<Vec<AuditEvent>> {
-    let mut sql = String::from(
-        "SELECT at, actor, owner, lane, client, action, scope, record_ids, outcome, trace_id
-         FROM audit_events WHERE 1 = 1",
-    );
+    let mut sql = String::from(concat!("SELECT ", columns!(), " FROM audit_events WHERE 1 = 1"));
     let mut p: Vec<Value> = Vec::new();
     let mut and = |clause: &str, v: Value| {
         sql.push_str(" AND ");
@@ -89,8 +110,7 @@ pub(super) fn list(conn: &Connection, q: &AuditQuery) -> Result<Vec<AuditEvent>>
     Ok(out)
 }
 
-/// The event in the ten columns of `r` from `first` on: at, actor, owner, lane, client,
-/// action, scope, record_ids, outcome, trace_id.
+/// The event in the ten columns of `r` from `first` on, in `columns!()`' order.
 fn read(r: &rusqlite::Row<'_>, first: usize) -> Result<AuditEvent> {
     let lane: String = r.get(first + 3)?;
     let ids: String = r.get(first + 7)?;
@@ -119,10 +139,11 @@ pub(super) fn page(
     after: i64,
     limit: usize,
 ) -> Result<Vec<(i64, AuditEvent)>> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT seq, at, actor, owner, lane, client, action, scope, record_ids, outcome, trace_id
-         FROM audit_events WHERE seq > ?1 AND (?2 IS NULL OR scope = ?2) ORDER BY seq LIMIT ?3",
-    )?;
+    let mut stmt = conn.prepare_cached(concat!(
+        "SELECT seq, ",
+        columns!(),
+        " FROM audit_events WHERE seq > ?1 AND (?2 IS NULL OR scope = ?2) ORDER BY seq LIMIT ?3"
+    ))?;
     let mut rows = stmt.query(params![after, scope, i64::try_from(limit).unwrap_or(i64::MAX)])?;
     let mut out = Vec::new();
     while let Some(r) = rows.next()? {
@@ -133,34 +154,9 @@ pub(super) fn page(
 
 /// Appends each of `events` unless an identical one is in the log: how many it appended.
 pub(super) fn import(conn: &Connection, events: &[AuditEvent]) -> Result<u64> {
-    let mut present = conn.prepare_cached(
-        "SELECT 1 FROM audit_events WHERE at = ?1 AND actor = ?2 AND owner = ?3 AND lane = ?4
-            AND client = ?5 AND action = ?6 AND scope = ?7 AND record_ids = ?8
-            AND outcome = ?9 AND trace_id = ?10",
-    )?;
     let mut appended = 0;
     for e in events {
-        let found = present
-            .query_row(
-                params![
-                    e.at.as_micros(),
-                    e.actor,
-                    e.owner,
-                    e.lane.as_str(),
-                    e.client,
-                    e.action,
-                    e.scope,
-                    e.ids_json(),
-                    e.outcome,
-                    e.trace_id,
-                ],
-                |_| Ok(()),
-            )
-            .optional()?;
-        if found.is_none() {
-            append(conn, e)?;
-            appended += 1;
-        }
+        appended += write(conn, APPEND_NEW, e)? as u64;
     }
     Ok(appended)
 }

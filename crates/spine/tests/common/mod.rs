@@ -16,6 +16,27 @@ use tempfile::TempDir;
 
 pub const SPINE: &str = env!("CARGO_BIN_EXE_spine");
 
+/// The repository's root.
+pub fn repo() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The interpreter of the Python SDK environment `scripts/test.sh` creates (target/pyenv),
+/// or `None` when it is missing and the test should skip. The README's test command sets
+/// SPINE_REQUIRE_PYTHON, so there a missing environment fails instead.
+pub fn python() -> Option<std::path::PathBuf> {
+    let python = repo().join("target/pyenv/bin/python");
+    if python.exists() {
+        return Some(python);
+    }
+    assert!(
+        std::env::var_os("SPINE_REQUIRE_PYTHON").is_none(),
+        "the Python SDK environment is missing: run scripts/test.sh"
+    );
+    eprintln!("skipped: no Python SDK environment (scripts/test.sh creates it)");
+    None
+}
+
 /// Whether the binary's store is PostgreSQL in this run (`SPINE_TEST_BACKEND=postgres`, with
 /// `SPINE_TEST_DATABASE_URL` naming the server): every data directory a test hands to the
 /// helpers below then stands for a fresh database of its own.
