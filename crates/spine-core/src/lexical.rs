@@ -195,42 +195,60 @@ fn trim_joiners(word: &str) -> &str {
 static STEMMER: std::sync::LazyLock<rust_stemmers::Stemmer> =
     std::sync::LazyLock::new(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English));
 
-/// Words stemmed on this thread, so a search that tokenises a hundred records stems each
-/// distinct word once, not once per occurrence (a lookup costs a fraction of a Snowball
-/// pass; docs/performance.md, "The lexical step on a store larger than the term cache").
-/// Emptied when it reaches [`STEM_CACHE_WORDS`].
+/// Words already stemmed, so a search that tokenises a hundred records stems each distinct
+/// word once, not once per occurrence: a Snowball pass costs more than twice what the rest
+/// of tokenising a word does (this repository's sources in 2,000-character chunks: 29 µs a
+/// chunk with these caches, 75 without).
 ///
-/// Every thread that searches holds one, and the server searches on Tokio's blocking pool
-/// (a thread per concurrent call, up to hundreds), so the cap is what bounds the server's
-/// memory: at 50,000 words a thread's cache grew to ~6 MiB, and under the soak's 50
-/// sessions the caches were 12.5 of the 20 MB the heap gained between minutes 5 and 14
-/// (jemalloc's heap profile; docs/reliability.md, "Soak"). 8,192 words hold ~1 MiB a thread and tokenise the code
-/// corpus as fast (4.97 against 4.92 µs a document, pools of 100 of 4,669 chunks of this
-/// repository's sources; short Debian descriptions 0.92 against 0.71 µs).
-const STEM_CACHE_WORDS: usize = 8_192;
+/// Two levels, so that memory does not grow with the number of threads: the server
+/// searches on Tokio's blocking pool, a thread per concurrent call (up to hundreds), and a
+/// cache of 8,192 words a thread had grown with the pool — under the soak's 50 sessions the
+/// threads' caches were 12.6 of the 27 MB the heap gained between minutes 5 and 13
+/// (jemalloc's heap profile; docs/reliability.md, "Soak"). [`STEMS`] is the process's
+/// cache, bounded at [`STEM_CACHE_WORDS`]; each thread keeps the [`RECENT_STEMS`] words it
+/// met last in front of it, since every lookup in the shared cache takes a shard's read
+/// lock and the words all texts share would have threads contend for the same few (two
+/// threads on two cores: 46 µs a chunk with the shared cache alone, 37 with both levels,
+/// 34 with 8,192 words a thread).
+static STEMS: std::sync::LazyLock<StemCache> =
+    std::sync::LazyLock::new(|| StemCache::new(STEM_CACHE_WORDS));
 
-/// Word to stem, hashed with foldhash (seeded per thread: the words are anyone's text);
-/// boxed strings, a third smaller than `String`s in the table.
-type StemCache = std::collections::HashMap<Box<str>, Box<str>, foldhash::fast::RandomState>;
+/// How many words [`STEMS`] holds: ~100 bytes each, ~3 MiB in all. `quick_cache` evicts by
+/// its CLOCK-Pro policy, so the words most texts use stay.
+const STEM_CACHE_WORDS: usize = 32_768;
+
+/// Word to stem; the stems are shared (`Arc`), so a thread's copy costs no allocation.
+type StemCache = quick_cache::sync::Cache<Box<str>, std::sync::Arc<str>>;
+
+/// How many words a thread keeps in front of [`STEMS`] (~80 KiB): emptied when full.
+const RECENT_STEMS: usize = 1_024;
 
 thread_local! {
-    static STEMS: std::cell::RefCell<StemCache> = std::cell::RefCell::default();
+    /// The words this thread stemmed last, hashed with foldhash (seeded per thread: the
+    /// words are anyone's text).
+    static RECENT: std::cell::RefCell<
+        std::collections::HashMap<Box<str>, std::sync::Arc<str>, foldhash::fast::RandomState>,
+    > = std::cell::RefCell::default();
 }
 
 /// Writes the stem of `word` (lower-case ASCII letters) into `out`.
 fn stem_into(word: &str, out: &mut String) {
     out.clear();
-    STEMS.with_borrow_mut(|cache| {
-        if let Some(s) = cache.get(word) {
+    RECENT.with_borrow_mut(|recent| {
+        if let Some(s) = recent.get(word) {
             out.push_str(s);
             return;
         }
-        if cache.len() >= STEM_CACHE_WORDS {
-            cache.clear();
-        }
-        let s = STEMMER.stem(word);
+        let s = STEMS.get(word).unwrap_or_else(|| {
+            let s: std::sync::Arc<str> = STEMMER.stem(word).into();
+            STEMS.insert(word.into(), s.clone());
+            s
+        });
         out.push_str(&s);
-        cache.insert(word.into(), s.into());
+        if recent.len() >= RECENT_STEMS {
+            recent.clear();
+        }
+        recent.insert(word.into(), s);
     });
 }
 
@@ -385,24 +403,40 @@ fn camel_parts(word: &str) -> Vec<&str> {
 mod tests {
     use super::*;
 
-    /// A thread's stem cache holds at most [`STEM_CACHE_WORDS`] words, however many
-    /// distinct words it stems, and still stems each one right.
+    /// The stem caches hold at most [`STEM_CACHE_WORDS`] words in all and [`RECENT_STEMS`]
+    /// a thread, however many distinct words are stemmed on however many threads, and
+    /// still stem each one right.
     #[test]
-    fn the_stem_cache_of_a_thread_is_bounded() {
-        std::thread::spawn(|| {
-            let word = |i: usize| {
-                let mut w: String =
-                    (0..4).map(|d| (b'a' + (i / 26usize.pow(d) % 26) as u8) as char).collect();
-                w.push_str("ings");
-                w
-            };
-            for i in 0..3 * STEM_CACHE_WORDS {
-                let w = word(i);
-                assert_eq!(record_terms(&w, "", &[]), vec![STEMMER.stem(&w).into_owned()]);
-                let held = STEMS.with_borrow(|c| (c.len(), c.capacity()));
-                assert!(held.0 <= STEM_CACHE_WORDS, "{} words held", held.0);
-                assert!(held.1 < 4 * STEM_CACHE_WORDS, "room for {} words kept", held.1);
+    fn the_stem_caches_are_bounded() {
+        let word = |i: usize| {
+            let mut w: String =
+                (0..4).map(|d| (b'a' + (i / 26usize.pow(d) % 26) as u8) as char).collect();
+            w.push_str("ings");
+            w
+        };
+        let stems = |w: &str| assert_eq!(record_terms(w, "", &[]), [STEMMER.stem(w)]);
+        std::thread::scope(|s| {
+            for t in 0..4 {
+                s.spawn(move || {
+                    for i in (t..3 * STEM_CACHE_WORDS).step_by(4) {
+                        let w = word(i);
+                        stems(&w);
+                        // Again: from this thread's recent words.
+                        stems(&w);
+                        assert!(STEMS.len() <= STEM_CACHE_WORDS, "{} words held", STEMS.len());
+                        let held = RECENT.with_borrow(|c| (c.len(), c.capacity()));
+                        assert!(held.0 <= RECENT_STEMS, "{} words held", held.0);
+                        assert!(held.1 < 4 * RECENT_STEMS, "room for {} words kept", held.1);
+                    }
+                });
             }
+        });
+        // From the process's cache on a thread that has not met the word.
+        stems("refreezings");
+        assert!(STEMS.get("refreezings").is_some());
+        std::thread::spawn(move || {
+            assert!(RECENT.with_borrow(|c| c.is_empty()));
+            stems("refreezings");
         })
         .join()
         .unwrap();
