@@ -80,6 +80,10 @@ pub struct HttpOptions {
     pub stateless: bool,
     /// Set once the server is stopping (SIGTERM): `/readyz` answers `503` from then on.
     pub draining: Arc<AtomicBool>,
+    /// Hands the allocator's free memory back to the OS once many sessions have closed:
+    /// glibc's `malloc_trim` unless the binary's allocator is another
+    /// ([`trim_system_allocator`]).
+    pub release_memory: fn(),
 }
 
 impl Default for HttpOptions {
@@ -92,6 +96,7 @@ impl Default for HttpOptions {
             max_sessions: DEFAULT_MAX_SESSIONS,
             stateless: false,
             draining: Arc::default(),
+            release_memory: trim_system_allocator,
         }
     }
 }
@@ -123,7 +128,7 @@ pub fn http_router(service: Service, options: HttpOptions) -> Router {
     };
     if let Ok(runtime) = tokio::runtime::Handle::try_current() {
         let every = REAP_INTERVAL.min(options.session_idle_timeout).max(Duration::from_millis(100));
-        runtime.spawn(reclaim_closed_sessions(cap.clone(), every));
+        runtime.spawn(reclaim_closed_sessions(cap.clone(), every, options.release_memory));
     }
     let mcp = StreamableHttpService::new(
         move || {
@@ -447,12 +452,13 @@ async fn cap_sessions(State(cap): State<SessionCap>, req: Request, next: Next) -
 
 /// Hands the memory of closed sessions back to the OS once enough of them have closed.
 ///
-/// rmcp frees a session when it expires or is deleted, but glibc's malloc keeps freed memory
-/// in its per-thread arenas: after thousands of abandoned sessions expire, the process would
-/// stay at its peak size for good. Every [`REAP_INTERVAL`], if the open sessions are
-/// [`REAP_AFTER_CLOSED`] or more below their high-water mark, `malloc_trim`
-/// returns the free pages of every arena and the mark restarts from the open count.
-async fn reclaim_closed_sessions(cap: SessionCap, every: Duration) {
+/// rmcp frees a session when it expires or is deleted, but the allocator keeps freed memory
+/// for reuse (glibc in its per-thread arenas, jemalloc until its decay runs out): after
+/// thousands of abandoned sessions expire, the process would stay near its peak size. Every
+/// [`REAP_INTERVAL`], if the open sessions are [`REAP_AFTER_CLOSED`] or more below their
+/// high-water mark, `release` ([`HttpOptions::release_memory`]) returns the free pages and
+/// the mark restarts from the open count.
+async fn reclaim_closed_sessions(cap: SessionCap, every: Duration, release: fn()) {
     let mut ticks = tokio::time::interval(every);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -465,14 +471,15 @@ async fn reclaim_closed_sessions(cap: SessionCap, every: Duration) {
         // by one, so a looser test would trim every tick under stateless traffic.
         if closed >= REAP_AFTER_CLOSED {
             tracing::debug!(open, closed, "returning the memory of closed sessions");
-            let _ = tokio::task::spawn_blocking(release_free_memory).await;
+            let _ = tokio::task::spawn_blocking(release).await;
             cap.high_water.store(open, Ordering::Relaxed);
         }
     }
 }
 
-/// Returns the allocator's free memory to the OS, where the allocator keeps it otherwise.
-fn release_free_memory() {
+/// Returns glibc's free memory to the OS (`malloc_trim`), where glibc keeps it otherwise;
+/// nothing on other platforms.
+pub fn trim_system_allocator() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim takes no pointers; it locks each arena itself and only releases
     // pages the allocator already holds free.

@@ -28,7 +28,7 @@ pub mod trace;
 
 pub use http::{
     DEFAULT_MAX_SESSIONS, DEFAULT_SESSION_IDLE_TIMEOUT, HttpOptions, RESOURCE_METADATA_PATH,
-    http_router,
+    http_router, trim_system_allocator,
 };
 pub use tools::{Identity, SpineMcp};
 pub use trace::{Traced, Transport};
