@@ -31,6 +31,9 @@ fi
 missing=()
 [ -x "${SPINE_CHROMIUM:-/usr/bin/chromium}" ] || missing+=(chromium)
 command -v buildah >/dev/null || missing+=(buildah)
+# The server's allocator (jemalloc, built from its crate's sources) runs its configure
+# script and make.
+command -v make >/dev/null || missing+=(make)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=(); [ "$(id -u)" = 0 ] || sudo=(sudo)
   "${sudo[@]}" apt-get update -qq
