@@ -203,7 +203,7 @@ static STEMMER: std::sync::LazyLock<rust_stemmers::Stemmer> =
 /// Two levels, so that memory does not grow with the number of threads: the server
 /// searches on Tokio's blocking pool, a thread per concurrent call (up to hundreds), and a
 /// cache of 8,192 words a thread had grown with the pool — under the soak's 50 sessions the
-/// threads' caches were 12.6 of the 27 MB the heap gained between minutes 5 and 13
+/// threads' caches were 12.6 of the 18.5 MB the heap gained between minutes 5 and 14
 /// (jemalloc's heap profile; docs/reliability.md, "Soak"). [`STEMS`] is the process's
 /// cache, bounded at [`STEM_CACHE_WORDS`]; each thread keeps the [`RECENT_STEMS`] words it
 /// met last in front of it, since every lookup in the shared cache takes a shard's read
