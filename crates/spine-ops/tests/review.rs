@@ -480,7 +480,7 @@ fn archive_and_restore_act_on_any_owners_record_by_id_or_short_id() {
     let short = alices.short_id.as_str().to_lowercase();
     let run = |ids: &[&str], archive: bool| {
         let ids = ids.iter().map(|s| s.to_string()).collect();
-        json(set_archived(store, ids, archive, at(NOW)).unwrap())
+        json(set_archived(store, &Access::operator(), ids, archive, at(NOW)).unwrap())
     };
     let (alice_id, bob_id) = (alices.id.to_string(), bobs.id.to_string());
 
@@ -514,7 +514,8 @@ fn archive_and_restore_act_on_any_owners_record_by_id_or_short_id() {
     assert_eq!(store.get_many(&[bobs.id]).unwrap()[0].archived_at, None);
 
     // Malformed ids refuse the whole call.
-    let e = set_archived(store, vec!["not an id".into()], true, at(NOW)).unwrap_err();
+    let e = set_archived(store, &Access::operator(), vec!["not an id".into()], true, at(NOW))
+        .unwrap_err();
     assert!(e.to_string().contains("UUID or a 10-character short_id"), "{e}");
     if on_postgres() {
         return; // short_id is UNIQUE there: no two records can share one.

@@ -177,22 +177,25 @@ fn archive_and_restore_report_one_outcome_per_id() {
     put(&s, &a, &[1.0]);
     put(&s, &b, &[1.0]);
     let ids = vec![a.id.to_string(), b.short_id.to_string(), RecordId::mint().to_string()];
-    let report = set_archived(&s, ids.clone(), true, at(NOW)).unwrap();
+    let report = set_archived(&s, &Access::operator(), ids.clone(), true, at(NOW)).unwrap();
     let outcomes: Vec<&str> = report.results.iter().map(|r| r.outcome.as_str()).collect();
     assert_eq!(outcomes, ["archived", "archived", "not_found"]);
-    let again = set_archived(&s, ids[..1].to_vec(), true, at(NOW)).unwrap();
+    let again = set_archived(&s, &Access::operator(), ids[..1].to_vec(), true, at(NOW)).unwrap();
     assert_eq!(again.results[0].outcome, spine_ops::review::Archival::AlreadyArchived);
-    let restored = set_archived(&s, ids.clone(), false, at(NOW)).unwrap();
+    let restored = set_archived(&s, &Access::operator(), ids.clone(), false, at(NOW)).unwrap();
     let outcomes: Vec<&str> = restored.results.iter().map(|r| r.outcome.as_str()).collect();
     assert_eq!(outcomes, ["restored", "restored", "not_found"]);
     let json = serde_json::to_value(&restored.results[2]).unwrap();
     assert_eq!(json["outcome"], "not_found", "the JSON report keeps the names");
     assert!(matches!(
-        set_archived(&s, vec!["nope!".into()], true, at(NOW)),
+        set_archived(&s, &Access::operator(), vec!["nope!".into()], true, at(NOW)),
         Err(Error::Invalid(_))
     ));
     let many = vec![a.id.to_string(); spine_ops::review::MAX_IDS + 1];
-    assert!(matches!(set_archived(&s, many, true, at(NOW)), Err(Error::Invalid(_))));
+    assert!(matches!(
+        set_archived(&s, &Access::operator(), many, true, at(NOW)),
+        Err(Error::Invalid(_))
+    ));
     let counts = scan(&s, None, at(NOW)).unwrap();
     assert_eq!((counts.total.records, counts.total.archived), (2, 0));
 }

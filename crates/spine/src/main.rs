@@ -512,11 +512,13 @@ async fn spine_review(common: Common, args: ops::review::ReviewArgs) -> Result<(
     let store = operator_store(&common, true)?;
     let model_dir = model_dir(&common);
     let failed = blocking("spine-review", move || match plan.audited_action() {
-        None => plan.run(store.as_ref(), &model_dir, &common.embedder),
+        None => {
+            plan.run(store.as_ref(), &spine_store::Access::operator(), &model_dir, &common.embedder)
+        }
         Some(action) => {
             let audit = ops::audit::Operator::new(action);
             audit.attach(store.as_ref());
-            let run = plan.run(store.as_ref(), &model_dir, &common.embedder);
+            let run = plan.run(store.as_ref(), audit.access(), &model_dir, &common.embedder);
             audit.finish(store.as_ref(), run)
         }
     })

@@ -593,6 +593,36 @@ async fn archive_and_restore_print_one_line_per_id() {
     assert!(human.stdout.contains(&line), "{}", human.stdout);
     assert!(human.stdout.contains(&bobs.id.to_string()), "{}", human.stdout);
     assert!(store.get_many(&[bobs.id]).unwrap()[0].archived_at.is_some());
+
+    // Every run is in the audit log, on the operator lane: the one that flipped records
+    // names them, each that flipped nothing (not_archived, not_found, ambiguous) is one
+    // event without records.
+    let q = spine_store::AuditQuery { limit: 100, ..Default::default() };
+    let mut events = store.audit_events(&q).unwrap();
+    events.reverse();
+    let runs: Vec<(&str, &str, Vec<RecordId>)> = events
+        .iter()
+        .filter(|e| e.lane == spine_core::audit::Lane::Operator)
+        .map(|e| {
+            let mut ids = e.record_ids.clone();
+            ids.sort();
+            (e.action.as_str(), e.outcome.as_str(), ids)
+        })
+        .collect();
+    let mut both = vec![alices.id, bobs.id];
+    both.sort();
+    assert_eq!(
+        runs,
+        [
+            ("archive", "ok", both),
+            ("restore", "ok", vec![alices.id]),
+            ("restore", "ok", vec![]),
+            ("restore", "ok", vec![]),
+            ("restore", "ok", vec![]),
+        ],
+        "{events:?}"
+    );
+    assert!(events.iter().all(|e| e.owner.is_empty() && !e.actor.is_empty()), "{events:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -118,8 +118,11 @@ pub struct ArchiveReport {
 /// any owner's record: one outcome per id in input order (`archived` / `already_archived`,
 /// `restored` / `not_archived`, `not_found`, or `ambiguous` for a short_id several records
 /// share), every found record flipped in one transaction. A malformed id refuses the call.
+/// `operator` is [`Access::operator`], audited when the run is recorded (`spine-review
+/// archive` / `restore`: the transaction that flips records writes its audit event).
 pub fn set_archived(
     store: &dyn OperatorStore,
+    operator: &Access,
     inputs: Vec<String>,
     archive: bool,
     now: Timestamp,
@@ -134,7 +137,6 @@ pub fn set_archived(
         .iter()
         .map(|input| IdRef::parse("--id", input).map_err(|e| Error::Invalid(e.message)))
         .collect::<Result<_>>()?;
-    let operator = Access::operator();
     let mut results = Vec::with_capacity(inputs.len());
     let mut found = Vec::new();
     for (input, r) in inputs.into_iter().zip(&refs) {
@@ -146,7 +148,7 @@ pub fn set_archived(
             outcome: Archival::NotFound,
             candidates: Vec::new(),
         };
-        match store.matching(&operator, r, MAX_CANDIDATES)?.as_slice() {
+        match store.matching(operator, r, MAX_CANDIDATES)?.as_slice() {
             [] => {}
             [m] => {
                 outcome.id = m.id.to_string();
@@ -163,7 +165,7 @@ pub fn set_archived(
     }
     let ids: Vec<RecordId> = found.iter().map(|(_, id)| *id).collect();
     let at = archive.then(|| now.to_epoch_seconds());
-    let outcomes = spine_service::flip_archived(store, &operator, &ids, at)?;
+    let outcomes = spine_service::flip_archived(store, operator, &ids, at)?;
     for ((row, _), outcome) in found.into_iter().zip(outcomes) {
         results[row].outcome = outcome;
     }

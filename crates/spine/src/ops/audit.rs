@@ -158,8 +158,8 @@ fn event_line(e: &AuditEvent) -> String {
 }
 
 /// The audit attribution of one run of an operator command that changes records (`purge`,
-/// `prune-expired --apply`, `consolidate --apply`, `import`, `reindex`, `migrate`,
-/// `summarize-missing`): the store writes one event per transaction that changes records,
+/// `prune-expired --apply`, `consolidate --apply`, `archive`, `restore`, `import`, `reindex`,
+/// `migrate`, `summarize-missing`): the store writes one event per transaction that changes records,
 /// in it; a run that changed nothing, or failed before it did, leaves one event on its own
 /// ([`Operator::finish`]).
 pub struct Operator {
@@ -175,6 +175,12 @@ impl Operator {
             concat!("spine/", env!("CARGO_PKG_VERSION")),
         );
         Operator { access: spine_store::Access::operator().audited(login(), audit) }
+    }
+
+    /// The attributed access, for a change made through a `Store` method that takes one
+    /// (archive / restore), rather than through the handle [`Self::attach`] attributes.
+    pub fn access(&self) -> &spine_store::Access {
+        &self.access
     }
 
     /// Records `store`'s changes from now on under this attribution.

@@ -109,21 +109,25 @@ impl Plan {
     }
 
     /// The audit log's name for this run when it changes records (`consolidate --apply`,
-    /// `purge --apply`), else `None`.
+    /// `purge --apply`, `archive`, `restore`), else `None`.
     pub fn audited_action(&self) -> Option<&'static str> {
         match self {
             Plan::Consolidate(p) if p.apply => Some("consolidate"),
             Plan::Purge(p) if p.apply => Some("purge"),
+            Plan::Archive(_, true) => Some("archive"),
+            Plan::Archive(_, false) => Some("restore"),
             _ => None,
         }
     }
 
-    /// Runs the command on `store`; `model_dir` and `embedder` are the configured embedder
-    /// (verify checks the vectors' stamps against it). Returns true when the command found
-    /// problems it exits 1 for (verify's violations). Blocking.
+    /// Runs the command on `store` as `operator` ([`spine_store::Access::operator`], audited
+    /// when the run is: [`Self::audited_action`]); `model_dir` and `embedder` are the
+    /// configured embedder (verify checks the vectors' stamps against it). Returns true when
+    /// the command found problems it exits 1 for (verify's violations). Blocking.
     pub fn run(
         self,
         store: &dyn OperatorStore,
+        operator: &spine_store::Access,
         model_dir: &Path,
         embedder: &EmbedderArgs,
     ) -> Result<bool> {
@@ -134,7 +138,7 @@ impl Plan {
             }
             Plan::Consolidate(plan) => consolidate::run(store, plan).map(|()| false),
             Plan::Purge(plan) => purge::run(store, plan).map(|()| false),
-            Plan::Archive(a, archive) => set_archived(store, a, archive).map(|()| false),
+            Plan::Archive(a, archive) => set_archived(store, operator, a, archive).map(|()| false),
         }
     }
 }
@@ -190,8 +194,13 @@ fn scan(store: &dyn OperatorStore, scope: Option<&Scope>, output: OutputArgs) ->
 }
 
 /// archive (`archive` = true) or restore any owner's records, one outcome per `--id`.
-fn set_archived(store: &dyn OperatorStore, a: ArchiveArgs, archive: bool) -> Result<()> {
-    let report = spine_ops::review::set_archived(store, a.ids, archive, now())?;
+fn set_archived(
+    store: &dyn OperatorStore,
+    operator: &spine_store::Access,
+    a: ArchiveArgs,
+    archive: bool,
+) -> Result<()> {
+    let report = spine_ops::review::set_archived(store, operator, a.ids, archive, now())?;
     a.output.print(&report, || {
         for r in &report.results {
             match r.outcome {
