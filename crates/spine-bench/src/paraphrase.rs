@@ -24,7 +24,9 @@
 //!
 //! Each scope's memories are stored through `store_memory` into a fresh embedded store, in
 //! file order and again, in another store, in a seeded shuffle (the neighbour step reads the
-//! stored order). Every query is asked through `search_memory` with k = 10, with the default
+//! stored order); a third store holds every project's memories in one scope (160 of them,
+//! more than the ranking's pool, and other projects' look-alike facts beside each answer).
+//! Every query is asked through `search_memory` with k = 10, with the default
 //! ranking and in dense order (lexical weight and neighbour weight 0). Per kind and mode:
 //! - R@1, R@3: the target first / among the first three;
 //! - MRR@5: 1 / the target's rank, 0 past 5;
@@ -259,6 +261,10 @@ pub enum Order {
     File,
     /// A seeded shuffle of each scope.
     Shuffled,
+    /// Every project's memories in one scope, in file order: a store of hundreds, which the
+    /// ranking's pool ([`spine_service::rank::rerank_pool`]) no longer covers, where a
+    /// question also meets other projects' owners, ports and deadlines.
+    OneScope,
 }
 
 /// Stores the corpus in `order` into a fresh store and asks every question in both modes:
@@ -268,19 +274,28 @@ pub fn measure(corpus: &Corpus, order: Order) -> Result<HashMap<Kind, (Tally, Ta
     let bench = Bench::new(Bench::model(queries + 16)?)?;
     let mut rng = StdRng::seed_from_u64(SEED);
     let mut out: HashMap<Kind, (Tally, Tally)> = HashMap::new();
+    let scope_of = |p: &Project| match order {
+        Order::OneScope => "paraphrase:project:all".to_owned(),
+        _ => format!("paraphrase:project:{}", p.name),
+    };
+    // Keys are unique within a project, not across them.
+    let mut ids: HashMap<(&str, &str), RecordId> = HashMap::new();
     for p in &corpus.scopes {
-        let scope = format!("paraphrase:project:{}", p.name);
-        let mut notes = p.memories.clone();
+        let mut notes: Vec<&Note> = p.memories.iter().collect();
         if order == Order::Shuffled {
             notes.shuffle(&mut rng);
         }
-        let mut ids: HashMap<String, RecordId> = HashMap::new();
-        for m in &notes {
-            ids.insert(m.key.clone(), bench.store(&scope, &m.content, &m.tags, &m.category)?);
+        for m in notes {
+            let id = bench.store(&scope_of(p), &m.content, &m.tags, &m.category)?;
+            ids.insert((&p.name, &m.key), id);
         }
+    }
+    for p in &corpus.scopes {
+        let scope = scope_of(p);
+        let ids = |key: &str| ids[&(p.name.as_str(), key)];
         for q in &p.queries {
-            let target = ids[&q.target];
-            let distractor = q.distractor.as_ref().map(|d| ids[d]);
+            let target = ids(&q.target);
+            let distractor = q.distractor.as_deref().map(ids);
             let ask = |s: &Service| bench.search(s, &scope, &q.query, K);
             let dense = ask(&bench.dense)?;
             let clear = matches!(&dense[..], [(first, a), (_, b), ..]
@@ -312,7 +327,12 @@ pub fn run() -> Result<()> {
          leads kept (≥ {CLEAR_MARGIN} cosine) |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for (order, name) in [(Order::File, "file order"), (Order::Shuffled, "shuffled")] {
+    let orders = [
+        (Order::File, "file order".to_owned()),
+        (Order::Shuffled, "shuffled".to_owned()),
+        (Order::OneScope, format!("one scope of {memories}")),
+    ];
+    for (order, name) in orders {
         let tallies = measure(&corpus, order)?;
         for (kind, label) in [(Kind::Paraphrase, "paraphrase"), (Kind::Control, "control")] {
             if let Some((ranked, dense)) = tallies.get(&kind) {
