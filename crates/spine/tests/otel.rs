@@ -10,6 +10,9 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
+    MetricsService, MetricsServiceServer,
+};
 use opentelemetry_proto::tonic::collector::metrics::v1::{
     ExportMetricsServiceRequest, ExportMetricsServiceResponse,
 };
@@ -137,6 +140,20 @@ fn protobuf(body: Vec<u8>) -> impl axum::response::IntoResponse {
 
 /// An OTLP/gRPC trace receiver (tonic, the collector's own service definition).
 struct GrpcTraces(Received);
+
+/// An OTLP/gRPC metrics receiver, the same way.
+struct GrpcMetrics(Received);
+
+#[tonic::async_trait]
+impl MetricsService for GrpcMetrics {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportMetricsServiceRequest>,
+    ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
+        self.0.metrics.lock().unwrap().push(request.into_inner());
+        Ok(tonic::Response::new(ExportMetricsServiceResponse::default()))
+    }
+}
 
 #[tonic::async_trait]
 impl TraceService for GrpcTraces {
@@ -355,22 +372,26 @@ async fn spans_and_metrics_reach_a_real_receiver_and_hold_no_content() {
     assert_eq!(events[0]["record_ids"][0], client["id"]);
 }
 
-/// `spine mcp` exporting OTLP over gRPC: its spans reach a gRPC receiver when stdin ends,
-/// with `network.transport` `pipe`, a root span for a request that names no parent.
+/// `spine mcp` exporting OTLP over gRPC to one base endpoint: its spans and metrics reach a
+/// gRPC receiver when stdin ends, with `network.transport` `pipe`, a root span for a request
+/// that names no parent, the call's duration and the session's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_sessions_export_over_grpc_and_flush_at_the_end_of_input() {
     let got = Received::default();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     drop(listener);
-    let service = TraceServiceServer::new(GrpcTraces(got.clone()));
-    tokio::spawn(tonic::transport::Server::builder().add_service(service).serve(addr));
+    let traces = TraceServiceServer::new(GrpcTraces(got.clone()));
+    let metrics = MetricsServiceServer::new(GrpcMetrics(got.clone()));
+    tokio::spawn(
+        tonic::transport::Server::builder().add_service(traces).add_service(metrics).serve(addr),
+    );
     let data = TempDir::new().unwrap();
     let mut cmd = tokio::process::Command::new(SPINE);
     cmd.arg("mcp")
         .arg("--data-dir")
         .arg(data.path())
-        .env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", format!("http://{addr}"))
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{addr}"))
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
         .env("OTEL_SERVICE_NAME", "spine-stdio");
     backend_env(cmd.as_std_mut(), data.path());
@@ -390,9 +411,21 @@ async fn stdio_sessions_export_over_grpc_and_flush_at_the_end_of_input() {
     // Closing stdin ends the session; the process flushes its spans before it exits.
     client.cancel().await.unwrap();
     let mut spans = Vec::new();
+    let metric_names = || -> Vec<String> {
+        let requests = got.metrics.lock().unwrap();
+        requests
+            .iter()
+            .flat_map(|r| &r.resource_metrics)
+            .flat_map(|r| &r.scope_metrics)
+            .flat_map(|s| &s.metrics)
+            .map(|m| m.name.clone())
+            .collect()
+    };
     for _ in 0..200 {
         spans = got.spans();
-        if spans.iter().any(|s| s.name == "tools/call store_memory") {
+        if spans.iter().any(|s| s.name == "tools/call store_memory")
+            && metric_names().iter().any(|n| n == "mcp.server.session.duration")
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -406,6 +439,31 @@ async fn stdio_sessions_export_over_grpc_and_flush_at_the_end_of_input() {
     let traces = got.traces.lock().unwrap();
     let resource = attrs(&traces[0].resource_spans[0].resource.as_ref().unwrap().attributes);
     assert_eq!(resource["service.name"], "spine-stdio", "{resource:?}");
+    drop(traces);
+
+    // The metrics went over gRPC too: the call's duration, on the pipe, and the session's.
+    let names = metric_names();
+    assert!(names.iter().any(|n| n == "mcp.server.session.duration"), "{names:?}");
+    let calls: Vec<HashMap<String, String>> = got
+        .metrics
+        .lock()
+        .unwrap()
+        .iter()
+        .flat_map(|r| &r.resource_metrics)
+        .flat_map(|r| &r.scope_metrics)
+        .flat_map(|s| &s.metrics)
+        .filter(|m| m.name == "mcp.server.operation.duration")
+        .filter_map(|m| match &m.data {
+            Some(Data::Histogram(h)) => Some(h.data_points.iter().map(|p| attrs(&p.attributes))),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert!(
+        calls.iter().any(|a| a.get("gen_ai.tool.name").map(String::as_str) == Some("store_memory")
+            && a.get("network.transport").map(String::as_str) == Some("pipe")),
+        "{calls:?}"
+    );
 }
 
 /// A collector that accepts connections and never answers: every call still succeeds with
