@@ -57,7 +57,7 @@ const LOCK_KEY: i64 = 0x0073_7069_6e65;
 const BUILD_MEMORY: &str = "2GB";
 
 /// How long a call waits for a connection (and a new connection for the server) before it
-/// fails as unavailable.
+/// fails as unavailable, unless the URL sets `connect_timeout` ([`config`]).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The longest a store call may take before it fails as unavailable.
@@ -65,6 +65,24 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Connections per node.
 const POOL_SIZE: usize = 16;
+
+/// The connection settings of `url` (a `postgres://` URL or libpq's `key=value` form), with
+/// Spine's defaults where it sets none: [`CONNECT_TIMEOUT`] (a URL's `connect_timeout`, in
+/// seconds as libpq reads it, wins: a database across a slow link may need longer) and
+/// `application_name` `spine` (a URL's own wins: several deployments on one database can
+/// tell their sessions apart in `pg_stat_activity`).
+fn config(url: &str) -> Result<tokio_postgres::Config> {
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| StoreError::Io(format!("--database-url is not a PostgreSQL URL: {e}")))?;
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(CONNECT_TIMEOUT);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("spine");
+    }
+    Ok(config)
+}
 
 impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> Self {
@@ -140,11 +158,8 @@ impl PgStore {
     /// checks it answers, and applies pending migrations. Fails within seconds, naming the
     /// host and the cause, when the database cannot be reached.
     pub fn connect(url: &str) -> Result<Self> {
-        let mut config: tokio_postgres::Config = url
-            .parse()
-            .map_err(|e| StoreError::Io(format!("--database-url is not a PostgreSQL URL: {e}")))?;
-        config.connect_timeout(CONNECT_TIMEOUT);
-        config.application_name("spine");
+        let config = config(url)?;
+        let connect_timeout = config.get_connect_timeout().copied().unwrap_or(CONNECT_TIMEOUT);
         let target = describe(&config);
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -160,9 +175,9 @@ impl PgStore {
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
             .runtime(deadpool_postgres::Runtime::Tokio1)
-            .wait_timeout(Some(CONNECT_TIMEOUT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .wait_timeout(Some(connect_timeout))
+            .create_timeout(Some(connect_timeout))
+            .recycle_timeout(Some(connect_timeout))
             .build()
             .map_err(|e| StoreError::Io(format!("setting up the connection pool: {e}")))?;
         let store = PgStore {
@@ -409,4 +424,30 @@ fn describe(config: &tokio_postgres::Config) -> String {
         .unwrap_or_else(|| "localhost".into());
     let port = config.get_ports().first().copied().unwrap_or(5432);
     format!("{host}:{port}/{}", config.get_dbname().unwrap_or("postgres"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_keeps_its_own_timeout_and_name_and_gets_spines_defaults_otherwise() {
+        let plain = config("postgres://spine@db.internal:6432/memories").unwrap();
+        assert_eq!(plain.get_connect_timeout(), Some(&CONNECT_TIMEOUT));
+        assert_eq!(plain.get_application_name(), Some("spine"));
+        assert_eq!(describe(&plain), "db.internal:6432/memories");
+
+        let own = config(
+            "postgres://spine@db.internal/memories?connect_timeout=12&application_name=spine-eu",
+        )
+        .unwrap();
+        assert_eq!(own.get_connect_timeout(), Some(&Duration::from_secs(12)));
+        assert_eq!(own.get_application_name(), Some("spine-eu"));
+
+        let libpq = config("host=db.internal dbname=memories connect_timeout=2").unwrap();
+        assert_eq!(libpq.get_connect_timeout(), Some(&Duration::from_secs(2)));
+
+        let e = config("postgres://spine@db/memories?connect_timeout=soon").unwrap_err();
+        assert!(e.to_string().contains("not a PostgreSQL URL"), "{e}");
+    }
 }
