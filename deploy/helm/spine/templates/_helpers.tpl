@@ -53,7 +53,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/*
 The rules `spine serve` enforces, checked at render time so a bad release never starts:
-an auth choice beyond loopback, one writer node on the embedded store.
+an auth choice beyond loopback, one writer node on the embedded store. Included once, by
+service.yaml, which every release renders.
 */}}
 {{- define "spine.validate" -}}
 {{- if and (not .Values.oidc.issuer) (not .Values.allowUnauthenticated) -}}
