@@ -4,24 +4,14 @@
 
 use spine_core::audit::{Audit, Lane};
 use spine_core::{Caller, EpochSeconds, RecordId, Timestamp};
-use spine_store::{
-    Access, AuditEvent, AuditQuery, Embedding, PgStore, SqliteStore, Store, TransferStore,
-};
+use spine_store::{Access, AuditEvent, AuditQuery, Embedding, SqliteStore, Store};
 use spine_testkit::records::record;
+
+use super::on_both;
 
 const SCOPE: &str = "acme:project:audit";
 const OTHER: &str = "acme:project:elsewhere";
 const E: Embedding<'static> = Embedding { model: "m", vector: &[0.6, 0.8] };
-
-fn on_both(check: impl Fn(&dyn TransferStore)) {
-    let dir = tempfile::tempdir().unwrap();
-    check(&SqliteStore::open(dir.path()).unwrap());
-    if let Some(db) = spine_testkit::postgres::fresh_database() {
-        let store = PgStore::connect(&db.url).unwrap();
-        check(&store);
-        drop(store);
-    }
-}
 
 /// Alice's call of `action`, as an MCP client named `test-client/1.0` makes it.
 fn alice(action: &str) -> Caller {

@@ -36,19 +36,26 @@ fn import_records<V: AsRef<[f32]>>(
     }
 }
 
-/// Runs `check` on a SQLite store holding `records` and, when a server is configured (CI
-/// always has one), on a PostgreSQL database holding the same; every record carries the
-/// vector `[0.6, 0.8]` of embedder `m`.
+/// Runs `check` on a fresh SQLite store and, when a server is configured (CI always has
+/// one), on a fresh PostgreSQL database.
+fn on_both(check: impl Fn(&dyn spine_store::OperatorStore)) {
+    let dir = tempfile::tempdir().unwrap();
+    check(&spine_store::SqliteStore::open(dir.path()).unwrap());
+    if let Some(db) = spine_testkit::postgres::fresh_database() {
+        let store = spine_store::PgStore::connect(&db.url).unwrap();
+        check(&store);
+        // The store's connections close before the database is dropped.
+        drop(store);
+    }
+}
+
+/// [`on_both`] with both stores holding `records`, each with the vector `[0.6, 0.8]` of
+/// embedder `m`.
 fn on_both_engines(records: &[spine_core::Memory], check: impl Fn(&dyn spine_store::Store)) {
     let with_vectors: Vec<(spine_core::Memory, Vec<f32>)> =
         records.iter().map(|m| (m.clone(), vec![0.6, 0.8])).collect();
-    let dir = tempfile::tempdir().unwrap();
-    let sqlite = spine_store::SqliteStore::open(dir.path()).unwrap();
-    import_records(&sqlite, &with_vectors, 100);
-    check(&sqlite);
-    if let Some(db) = spine_testkit::postgres::fresh_database() {
-        let pg = spine_store::PgStore::connect(&db.url).unwrap();
-        import_records(&pg, &with_vectors, 100);
-        check(&pg);
-    }
+    on_both(|store| {
+        import_records(store, &with_vectors, 100);
+        check(store);
+    });
 }

@@ -5,25 +5,13 @@
 use spine_core::{Caller, EpochSeconds, RecordId, SCHEMA_VERSION, Scope, Timestamp};
 use spine_store::{
     Access, AutoSummary, Embedding, ImportOutcome, ImportRecord, MissingSummaries, PgStore,
-    RowidPage, SqliteStore, Store, SummaryStore, TransferStore,
+    RowidPage, Store, TransferStore,
 };
 use spine_testkit::records::record;
 
+use super::on_both;
+
 const SCOPE: &str = "acme:project:transfer";
-
-trait Bulk: TransferStore + SummaryStore {}
-impl<T: TransferStore + SummaryStore> Bulk for T {}
-
-/// Runs `check` on a fresh SQLite store and, when there is a server, a fresh PostgreSQL one.
-fn on_both(check: impl Fn(&dyn Bulk)) {
-    let dir = tempfile::tempdir().unwrap();
-    check(&SqliteStore::open(dir.path()).unwrap());
-    if let Some(db) = spine_testkit::postgres::fresh_database() {
-        let store = PgStore::connect(&db.url).unwrap();
-        check(&store);
-        drop(store);
-    }
-}
 
 #[test]
 fn import_keeps_payload_keys_and_vectors_and_reports_present_and_clashing_ids() {
