@@ -159,9 +159,9 @@ fn event_line(e: &AuditEvent) -> String {
 
 /// The audit attribution of one run of an operator command that changes records (`purge`,
 /// `prune-expired --apply`, `consolidate --apply`, `archive`, `restore`, `import`, `reindex`,
-/// `migrate`, `summarize-missing`): the store writes one event per transaction that changes records,
-/// in it; a run that changed nothing, or failed before it did, leaves one event on its own
-/// ([`Operator::finish`]).
+/// `migrate`, `summarize-missing`): the store writes one event per transaction that changes
+/// records, in it; a run that changed nothing, or failed before it did, leaves one event on
+/// its own ([`Operator::finish`]).
 pub struct Operator {
     access: spine_store::Access,
 }
