@@ -24,6 +24,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
+use opentelemetry_proto::tonic::metrics::v1::Metric;
 use opentelemetry_proto::tonic::metrics::v1::metric::Data;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
@@ -48,6 +49,24 @@ impl Received {
         let traces = self.traces.lock().unwrap();
         let scopes = traces.iter().flat_map(|r| &r.resource_spans).flat_map(|r| &r.scope_spans);
         scopes.flat_map(|s| s.spans.iter().cloned()).collect()
+    }
+
+    /// Every metric received, in the order received.
+    fn metrics(&self) -> Vec<Metric> {
+        let requests = self.metrics.lock().unwrap();
+        let scopes =
+            requests.iter().flat_map(|r| &r.resource_metrics).flat_map(|r| &r.scope_metrics);
+        scopes.flat_map(|s| s.metrics.iter().cloned()).collect()
+    }
+
+    /// The attributes of each data point of the histograms named `name`.
+    fn histogram_points(&self, name: &str) -> Vec<HashMap<String, String>> {
+        let metrics = self.metrics();
+        let histograms = metrics.iter().filter(|m| m.name == name).filter_map(|m| match &m.data {
+            Some(Data::Histogram(h)) => Some(h),
+            _ => None,
+        });
+        histograms.flat_map(|h| &h.data_points).map(|p| attrs(&p.attributes)).collect()
     }
 
     fn span(&self, name: &str) -> Span {
@@ -324,21 +343,12 @@ async fn spans_and_metrics_reach_a_real_receiver_and_hold_no_content() {
     assert_eq!(headers["x-collector-key"], "sesame");
 
     // The MCP conventions' histograms, with the failed call under its error type.
-    let mut points: Vec<HashMap<String, String>> = Vec::new();
-    let mut names = Vec::new();
-    for request in got.metrics.lock().unwrap().iter() {
-        for m in
-            request.resource_metrics.iter().flat_map(|r| &r.scope_metrics).flat_map(|s| &s.metrics)
-        {
-            names.push(m.name.clone());
-            if m.name == "mcp.server.operation.duration"
-                && let Some(Data::Histogram(h)) = &m.data
-            {
-                assert_eq!(m.unit, "s");
-                points.extend(h.data_points.iter().map(|p| attrs(&p.attributes)));
-            }
-        }
+    let metrics = got.metrics();
+    let names: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
+    for m in metrics.iter().filter(|m| m.name == "mcp.server.operation.duration") {
+        assert_eq!(m.unit, "s");
     }
+    let points = got.histogram_points("mcp.server.operation.duration");
     let has = |tool: &str, error: Option<&str>| {
         points.iter().any(|p| {
             p.get("gen_ai.tool.name").map(String::as_str) == Some(tool)
@@ -346,7 +356,7 @@ async fn spans_and_metrics_reach_a_real_receiver_and_hold_no_content() {
         })
     };
     assert!(has("store_memory", None), "{names:?} {points:?}");
-    assert!(names.iter().any(|n| n == "mcp.server.session.duration"), "{names:?}");
+    assert!(names.contains(&"mcp.server.session.duration"), "{names:?}");
     assert!(has("get_memory", Some("not_found")), "{points:?}");
 
     // Only the conventions' attributes, on every span: nothing else can carry a value.
@@ -411,21 +421,10 @@ async fn stdio_sessions_export_over_grpc_and_flush_at_the_end_of_input() {
     // Closing stdin ends the session; the process flushes its spans before it exits.
     client.cancel().await.unwrap();
     let mut spans = Vec::new();
-    let metric_names = || -> Vec<String> {
-        let requests = got.metrics.lock().unwrap();
-        requests
-            .iter()
-            .flat_map(|r| &r.resource_metrics)
-            .flat_map(|r| &r.scope_metrics)
-            .flat_map(|s| &s.metrics)
-            .map(|m| m.name.clone())
-            .collect()
-    };
+    let session_ended = || got.metrics().iter().any(|m| m.name == "mcp.server.session.duration");
     for _ in 0..200 {
         spans = got.spans();
-        if spans.iter().any(|s| s.name == "tools/call store_memory")
-            && metric_names().iter().any(|n| n == "mcp.server.session.duration")
-        {
+        if spans.iter().any(|s| s.name == "tools/call store_memory") && session_ended() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -442,23 +441,8 @@ async fn stdio_sessions_export_over_grpc_and_flush_at_the_end_of_input() {
     drop(traces);
 
     // The metrics went over gRPC too: the call's duration, on the pipe, and the session's.
-    let names = metric_names();
-    assert!(names.iter().any(|n| n == "mcp.server.session.duration"), "{names:?}");
-    let calls: Vec<HashMap<String, String>> = got
-        .metrics
-        .lock()
-        .unwrap()
-        .iter()
-        .flat_map(|r| &r.resource_metrics)
-        .flat_map(|r| &r.scope_metrics)
-        .flat_map(|s| &s.metrics)
-        .filter(|m| m.name == "mcp.server.operation.duration")
-        .filter_map(|m| match &m.data {
-            Some(Data::Histogram(h)) => Some(h.data_points.iter().map(|p| attrs(&p.attributes))),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    assert!(session_ended(), "{:?}", got.metrics());
+    let calls = got.histogram_points("mcp.server.operation.duration");
     assert!(
         calls.iter().any(|a| a.get("gen_ai.tool.name").map(String::as_str) == Some("store_memory")
             && a.get("network.transport").map(String::as_str) == Some("pipe")),
