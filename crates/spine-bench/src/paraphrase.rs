@@ -292,10 +292,10 @@ pub fn measure(corpus: &Corpus, order: Order) -> Result<HashMap<Kind, (Tally, Ta
     }
     for p in &corpus.scopes {
         let scope = scope_of(p);
-        let ids = |key: &str| ids[&(p.name.as_str(), key)];
+        let id_of = |key: &str| ids[&(p.name.as_str(), key)];
         for q in &p.queries {
-            let target = ids(&q.target);
-            let distractor = q.distractor.as_deref().map(ids);
+            let target = id_of(&q.target);
+            let distractor = q.distractor.as_deref().map(id_of);
             let ask = |s: &Service| bench.search(s, &scope, &q.query, K);
             let dense = ask(&bench.dense)?;
             let clear = matches!(&dense[..], [(first, a), (_, b), ..]
